@@ -16,6 +16,7 @@ from themis_dagster.engines.base import (
     LoglikelihoodRequest,
     LoglikelihoodResult,
 )
+from themis_dagster.engines.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.registry.models import ModelSpec
 
@@ -113,6 +114,8 @@ class VLLMEngine:
             configure_cpu_threads()
         in_process = runs_in_process(spec, on_gpu)
         configure_process_mode(in_process)
+        # our vLLM plugin then batches prompt logprobs (engines/prompt_logprobs.py); export 0 to keep vLLM's loop
+        os.environ.setdefault(ENV_SWITCH, "1")
         from vllm import LLM
 
         self.spec = spec
@@ -140,7 +143,8 @@ class VLLMEngine:
         settings["device"] = "cuda" if on_gpu else "cpu"
         if not on_gpu:
             settings["VLLM_CPU_OMP_THREADS_BIND"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "")
-        settings["VLLM_ENABLE_V1_MULTIPROCESSING"] = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "")
+        for variable in ("VLLM_ENABLE_V1_MULTIPROCESSING", ENV_SWITCH):
+            settings[variable] = os.environ.get(variable, "")
         self.info = EngineInfo("vllm", model_path, library_versions(), settings, load_seconds)
 
     def _encode(self, text: str) -> list[int]:

@@ -10,6 +10,9 @@ The fix gives such a plain function a no-op ``finalize_loading`` as it is loaded
 else changes. It is registered as a plugin because vLLM loads general plugins in every
 process it starts (engine core, workers), where the load happens. Measured here: engine
 load 80 s -> 25 s for the default model, identical scores (docs/benchmarks.md).
+
+The same plugin installs the batched prompt-logprobs step (``prompt_logprobs.py``) in the
+processes whose environment asks for it (``THEMIS_BATCHED_PROMPT_LOGPROBS=1``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,16 @@ def _no_finalize(vllm_config: Any) -> None:
 
 
 def register() -> None:
-    """Wrap ``torch.compiler.load_compiled_function`` once per process (plugins may load twice)."""
+    """Install this project's vLLM fixes in the current process (vLLM may call this twice)."""
+    from themis_dagster.engines import prompt_logprobs
+
+    if prompt_logprobs.enabled():
+        prompt_logprobs.install()
+    _reuse_compile_cache()
+
+
+def _reuse_compile_cache() -> None:
+    """Wrap ``torch.compiler.load_compiled_function`` once per process."""
     import torch.compiler
 
     original = torch.compiler.load_compiled_function

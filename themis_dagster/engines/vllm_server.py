@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from themis_dagster.engines.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.vllm_engine import engine_kwargs, has_cuda, library_versions
 from themis_dagster.registry.models import ModelSpec
 
@@ -354,7 +355,9 @@ class VLLMServerManager:
         paths = self.paths(spec.id)
         model_path = str(Path(model_path).resolve())
         on_gpu = has_cuda()
-        env = {} if on_gpu else {"VLLM_CPU_OMP_THREADS_BIND": cpu_thread_binding()}
+        env = {ENV_SWITCH: os.environ.get(ENV_SWITCH, "1")}
+        if not on_gpu:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_thread_binding()
         fingerprint = server_fingerprint(serve_argv(spec, model_path, 0, on_gpu), weights_sha256, env)
         with file_lock(paths.lock, timeout_s=startup_timeout_s + STOP_GRACE_S) as held:
             if not held:
