@@ -247,6 +247,27 @@ def test_server_loglikelihood_matches_transformers(served: dict[str, Any]) -> No
 
 
 @pytest.mark.engine
+def test_local_tokenizer_agrees_with_the_servers(served: dict[str, Any]) -> None:
+    """The server mode tokenizes with the folder it serves; /tokenize gives the same token split."""
+    engine = served["engine"]
+    assert engine.info.settings["tokenizer"] == "local"
+    assert engine.info.settings["THEMIS_BATCHED_PROMPT_LOGPROBS"] == "1"  # the server's environment
+    config = OpenAIEngineConfig(
+        base_url=engine.config.base_url, model=engine.config.model, loglikelihood="prompt_logprobs"
+    )
+    remote = OpenAICompatibleEngine(config)
+    assert remote.info.settings["tokenizer"] == "server"
+    requests = [LoglikelihoodRequest(c, x) for c, x in CASES]
+    for local, by_server in zip(engine.loglikelihood(requests), remote.loglikelihood(requests), strict=True):
+        assert (local.n_context_tokens, local.n_continuation_tokens) == (
+            by_server.n_context_tokens,
+            by_server.n_continuation_tokens,
+        )
+        assert local.logprob == pytest.approx(by_server.logprob, abs=1e-3)
+    remote.shutdown()
+
+
+@pytest.mark.engine
 def test_echo_mode_agrees_with_prompt_logprobs(served: dict[str, Any]) -> None:
     """The generic (text offset) path, run against the same server, gives the same scores."""
     engine = served["engine"]

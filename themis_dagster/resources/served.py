@@ -85,6 +85,7 @@ class VLLMServerResource(EngineResource):
             loglikelihood="prompt_logprobs",
             chat_mode="concat" if spec.chat_template is None else "chat",
             engine_name="vllm-server",
+            tokenizer_path=weights.path,  # the folder the server was started on
         )
         extra = {
             "serve_args": serve_flags(state["argv"]),
