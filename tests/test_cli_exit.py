@@ -32,3 +32,24 @@ def test_normal_exit_without_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit) as raised:
         cli.console_main()
     assert raised.value.code == 0
+
+
+def test_exiting_leaves_in_process_engines_to_the_os(monkeypatch: pytest.MonkeyPatch) -> None:
+    from themis_dagster.resources import engine as engine_module
+
+    stopped: list[str] = []
+
+    class Engine:
+        def __init__(self, name: str, in_process: bool) -> None:
+            self.name, self.in_process = name, in_process
+
+        def shutdown(self) -> None:
+            stopped.append(self.name)
+
+    warm = {("m", "vllm"): Engine("vllm", True), ("m", "server"): Engine("server", False)}
+    monkeypatch.setattr(engine_module, "_WARM", dict(warm))
+    engine_module.shutdown_warm_engines(process_exiting=True)
+    assert stopped == ["server"] and engine_module._WARM == {}
+    monkeypatch.setattr(engine_module, "_WARM", dict(warm))
+    engine_module.shutdown_warm_engines()  # a process that goes on frees everything
+    assert stopped == ["server", "vllm", "server"]

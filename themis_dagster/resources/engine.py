@@ -103,9 +103,16 @@ class FakeEngineResource(EngineResource):
         return FakeEngine(weights.path, reply=lambda prompt: fixed)
 
 
-def shutdown_warm_engines() -> None:
-    """Shut down engines kept warm by ``keep_warm`` (call at process end)."""
+def shutdown_warm_engines(process_exiting: bool = False) -> None:
+    """Shut down engines kept warm by ``keep_warm`` (call at process end).
+
+    With ``process_exiting`` (the ``themis`` command, which then ends with ``os._exit``),
+    engines that hold nothing outside this process (an in-process vLLM) are left to the
+    operating system: their teardown only frees memory for a later engine (about 2 s).
+    """
     with _WARM_LOCK:
         for engine in _WARM.values():
+            if process_exiting and getattr(engine, "in_process", False):
+                continue
             engine.shutdown()
         _WARM.clear()
