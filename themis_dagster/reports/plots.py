@@ -12,15 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import wraps
-from typing import Any, ParamSpec, TypeVar
-
-import matplotlib as mpl
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from themis_dagster.reports.data import MetricRow
 from themis_dagster.reports.family import checkpoint_label, split_checkpoint
+
+if TYPE_CHECKING:  # matplotlib is imported when a report is drawn, not with the definitions (0.2 s)
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 POINT = "#1f4e79"  # a value whose interval contains the ideal (or has no ideal / no interval)
 BIASED = "#c0392b"  # a value whose interval excludes the ideal
@@ -59,6 +58,8 @@ def styled(draw: Callable[P, R]) -> Callable[P, R]:
 
     @wraps(draw)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        import matplotlib as mpl
+
         with mpl.rc_context(STYLE):  # type: ignore[arg-type]
             return draw(*args, **kwargs)
 
@@ -91,6 +92,9 @@ def _panels(
     ncols = max(1, min(ncols, len(heights)))
     nrows = -(-len(heights) // ncols)
     ratios = [max(heights[r * ncols : (r + 1) * ncols]) for r in range(nrows)]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, sum(row_inch * h + 1.0 for h in ratios)), layout="constrained")
     FigureCanvasAgg(fig)  # the Agg (raster) backend, whatever backend pyplot elsewhere uses
     outer = fig.add_gridspec(nrows, ncols, height_ratios=[h + 3.0 for h in ratios])

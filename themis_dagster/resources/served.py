@@ -19,7 +19,6 @@ from typing import Literal
 from pydantic import Field
 
 from themis_dagster.engines.base import Engine
-from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources.engine import EngineResource
@@ -41,6 +40,9 @@ class OpenAIEngineResource(EngineResource):
         base_url = self.base_url or os.environ.get("THEMIS_OPENAI_BASE_URL", "")
         if not base_url:
             raise ValueError("OpenAIEngineResource.base_url is empty and THEMIS_OPENAI_BASE_URL is not set")
+        # httpx and the client are imported by runs that use them, not with the definitions
+        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+
         config = OpenAIEngineConfig(
             base_url=base_url,
             model=self.model or os.environ.get("THEMIS_OPENAI_MODEL", "") or spec.id,
@@ -75,6 +77,9 @@ class VLLMServerResource(EngineResource):
             spec, weights.path, weights.weights_sha256, self.idle_shutdown_s, self.startup_timeout_s
         )
         state = handle.state
+        # httpx and the client are imported by runs that use them, not with the definitions
+        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+
         config = OpenAIEngineConfig(
             base_url=handle.base_url + "/v1",
             model=handle.served_model,
