@@ -1,0 +1,100 @@
+"""Benchmark: the vLLM engine alone on the 3016 CrowS-Pairs sentences (no Dagster, no DuckDB).
+
+Times the engine's load (importing vLLM included) and the loglikelihood inference of
+``VLLMEngine`` on the default model, so engine settings can be compared without the rest
+of the run. Runs each setting in a fresh process, one after the other:
+
+  - ``spawned``: vLLM's own process layout (engine core and worker in spawned processes);
+  - ``in-process``: the engine core and worker in the calling process (the CPU default);
+each with vLLM's per-request prompt-logprobs loop and with the batched step
+(``THEMIS_BATCHED_PROMPT_LOGPROBS``). Prints the seconds and the CrowS-Pairs scores, which
+must be identical across settings.
+
+    .venv/bin/python bench/engine_only.py [--settings in-process,in-process+batched,...] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS = {
+    "spawned": {"in_process": False, "batched": "0"},
+    "spawned+batched": {"in_process": False, "batched": "1"},
+    "in-process": {"in_process": True, "batched": "0"},
+    "in-process+batched": {"in_process": True, "batched": "1"},
+}
+
+
+def measure(in_process: bool, repeat: int) -> dict[str, object]:
+    """One engine in this process: its load, then ``repeat`` passes over every sentence."""
+    started = time.perf_counter()
+    sys.path.insert(0, str(ROOT))
+    import polars as pl
+
+    from themis_dagster.datasets import resolve_file
+    from themis_dagster.engines.base import LoglikelihoodRequest
+    from themis_dagster.engines.vllm_engine import VLLMEngine
+    from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
+    from themis_dagster.registry.weights import resolve_weights
+    from themis_dagster.settings import Settings
+
+    settings = Settings.from_env()
+    spec = load_models(settings.models_file)[DEFAULT_MODEL_ID]
+    spec = spec.model_copy(update={"engine": spec.engine.model_copy(update={"in_process": in_process})})
+    weights = resolve_weights(spec, settings.models_dir, settings.cache_dir)
+    data = resolve_file("crows_pairs", "crows_pairs_anonymized.csv",
+                        datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir).path  # fmt: skip
+    pairs = pl.read_csv(data, infer_schema_length=0)  # as the crows_pairs task reads it
+    requests = [LoglikelihoodRequest("", row[column]) for row in pairs.iter_rows(named=True)
+                for column in ("sent_more", "sent_less")]  # fmt: skip
+    load_started = time.perf_counter()
+    engine = VLLMEngine(spec, weights.path)
+    load_seconds = time.perf_counter() - load_started
+    passes = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        results = engine.loglikelihood(requests)
+        passes.append(round(time.perf_counter() - began, 2))
+    more, less = results[0::2], results[1::2]
+    pct_stereotype = sum(m.logprob > s.logprob for m, s in zip(more, less, strict=True)) / len(more)
+    diff = sum(abs(m.logprob - s.logprob) for m, s in zip(more, less, strict=True)) / len(more)
+    return {
+        "engine_load_s": round(load_seconds, 2),
+        "inference_s": passes,
+        "sentences": len(requests),
+        "pct_stereotype": pct_stereotype,
+        "likelihood_diff": diff,
+        "process_s": round(time.perf_counter() - started, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--settings", default=",".join(SETTINGS), help=f"comma-separated: {', '.join(SETTINGS)}")
+    parser.add_argument("--repeat", type=int, default=2, help="inference passes per engine (the first may warm up)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(measure(SETTINGS[args.child]["in_process"] is True, args.repeat)), flush=True)
+        return
+    for name in args.settings.split(","):
+        setting = SETTINGS[name]
+        env = dict(os.environ) | {"THEMIS_BATCHED_PROMPT_LOGPROBS": str(setting["batched"])}
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+        command = [sys.executable, __file__, "--child", name, "--repeat", str(args.repeat)]
+        completed = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
+        if completed.returncode != 0 or not lines:
+            sys.exit(f"{name} failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
+        print(f"{name}: {lines[-1].removeprefix('RESULT ')}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
