@@ -9,34 +9,23 @@ the warehouse, that vLLM ran in-process with the batched prompt-logprobs step.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 import yaml
 
 from tests.conftest import requires_mirror
-from tests.test_live_platform import ROOT, Live, _answers, _free_port, _runs_for, _wait
+from tests.test_live_platform import Live, _runs_for, _wait, dagster_dev, launch_backfill
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
 
 pytestmark = [pytest.mark.server, pytest.mark.engine, requires_mirror]
-
-CHAIN = ["task_dataset", "rendered_prompts", "raw_responses", "judgments", "bias_metrics"]
 
 
 @pytest.fixture(scope="module")
 def live_default(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     folder = tmp_path_factory.mktemp("live_default")
-    home = folder / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
     (folder / "profile.yaml").write_text(yaml.safe_dump({"crows_pairs": {"limit": 16}}))
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("VLLM_", "THEMIS_"))}
-    env |= {
-        "DAGSTER_HOME": str(home),
+    settings = {
         "THEMIS_ENGINE": "vllm",
         "THEMIS_WAREHOUSE": str(folder / "warehouse.duckdb"),
         "THEMIS_TASK_OVERRIDES": str(folder / "profile.yaml"),
@@ -45,40 +34,13 @@ def live_default(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         "THEMIS_REPORTS_DIR": str(folder / "reports"),
         "THEMIS_EXPORTS_DIR": str(folder / "exports"),
     }
-    port = _free_port()
-    log = (folder / "dagster-dev.log").open("w")
-    process = subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    live = Live(f"http://127.0.0.1:{port}", env, folder, folder / "warehouse.duckdb", folder, folder)
-    try:
-        _wait(lambda: _answers(live), 120, "the Dagster webserver")
+    with dagster_dev(folder, settings, folder / "checkpoints", folder / "servers") as live:
         yield live
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-        log.close()
 
 
 def test_a_ui_launched_run_hosts_vllm_in_its_own_process(live_default: Live) -> None:
     live = live_default
-    repo = {"repositoryLocationName": "themis_dagster", "repositoryName": "__repository__"}
-    live.gql(
-        """mutation($repo: RepositorySelector!, $key: String!) { addDynamicPartition(repositorySelector: $repo,
-        partitionsDefName: "models", partitionKey: $key) { __typename } }""",
-        {"repo": repo, "key": DEFAULT_MODEL_ID},
-    )
-    launched = live.gql(
-        """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
-        __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""",
-        {"params": {"assetSelection": [{"path": [key]} for key in CHAIN],
-                    "partitionNames": [f"{DEFAULT_MODEL_ID}|crows_pairs"]}},
-    )  # fmt: skip
-    assert launched["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", launched
+    launch_backfill(live, DEFAULT_MODEL_ID, ["crows_pairs"])
 
     def finished() -> list[str] | None:
         statuses = _runs_for(live, DEFAULT_MODEL_ID)

@@ -11,6 +11,7 @@ One module-scoped `dagster dev` with the warm vLLM server engine (THEMIS_ENGINE=
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -85,30 +86,20 @@ def _wait(predicate: Any, timeout: float, what: str, every: float = 3.0) -> Any:
     raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    import yaml
+@contextlib.contextmanager
+def dagster_dev(folder: Path, settings: dict[str, str], checkpoints: Path, servers: Path) -> Iterator[Live]:
+    """A real ``dagster dev`` (webserver and daemon) on a free port, its instance in ``folder``.
 
-    folder = tmp_path_factory.mktemp("live")
-    home, checkpoints, servers = folder / "dagster_home", folder / "checkpoints", folder / "servers"
-    for path in (home, checkpoints, servers):
-        path.mkdir()
+    ``settings`` are its THEMIS_* variables; THEMIS_* and VLLM_* variables of this process
+    (engines of earlier tests set some) are not passed on. The log is
+    ``folder/dagster-dev.log``; the whole process group is stopped on exit.
+    """
+    home = folder / "dagster_home"
+    home.mkdir()
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    (folder / "profile.yaml").write_text(yaml.safe_dump(PROFILE))
     port = _free_port()
-    env = dict(os.environ) | {
-        "DAGSTER_HOME": str(home),
-        "THEMIS_ENGINE": "vllm-server",
-        "THEMIS_SERVER_STATE_DIR": str(servers),
-        "THEMIS_WAREHOUSE": str(folder / "warehouse.duckdb"),
-        "THEMIS_TASK_OVERRIDES": str(folder / "profile.yaml"),
-        "THEMIS_CHECKPOINTS_DIR": str(checkpoints),
-        "THEMIS_CHECKPOINT_SETTLE_SECONDS": "2",
-        "THEMIS_CHECKPOINT_TASKS": ",".join(TASKS),
-        "THEMIS_DISCOVERED_MODELS_FILE": str(folder / "discovered.yaml"),
-        "THEMIS_REPORTS_DIR": str(folder / "reports"),
-        "THEMIS_EXPORTS_DIR": str(folder / "exports"),
-    }
+    inherited = {key: value for key, value in os.environ.items() if not key.startswith(("VLLM_", "THEMIS_"))}
+    env = inherited | {"DAGSTER_HOME": str(home)} | settings
     log = (folder / "dagster-dev.log").open("w")
     process = subprocess.Popen(
         [str(ROOT / ".venv" / "bin" / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
@@ -124,9 +115,36 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    import yaml
+
+    folder = tmp_path_factory.mktemp("live")
+    checkpoints, servers = folder / "checkpoints", folder / "servers"
+    for path in (checkpoints, servers):
+        path.mkdir()
+    (folder / "profile.yaml").write_text(yaml.safe_dump(PROFILE))
+    settings = {
+        "THEMIS_ENGINE": "vllm-server",
+        "THEMIS_SERVER_STATE_DIR": str(servers),
+        "THEMIS_WAREHOUSE": str(folder / "warehouse.duckdb"),
+        "THEMIS_TASK_OVERRIDES": str(folder / "profile.yaml"),
+        "THEMIS_CHECKPOINTS_DIR": str(checkpoints),
+        "THEMIS_CHECKPOINT_SETTLE_SECONDS": "2",
+        "THEMIS_CHECKPOINT_TASKS": ",".join(TASKS),
+        "THEMIS_DISCOVERED_MODELS_FILE": str(folder / "discovered.yaml"),
+        "THEMIS_REPORTS_DIR": str(folder / "reports"),
+        "THEMIS_EXPORTS_DIR": str(folder / "exports"),
+    }
+    try:
+        with dagster_dev(folder, settings, checkpoints, servers) as live:
+            yield live
+    finally:
         for model in (DEFAULT_MODEL_ID, CHECKPOINT):
             VLLMServerManager(servers).stop(model)
-        log.close()
         shutil.copy(folder / "dagster-dev.log", ARTIFACTS / "dagster-dev.log") if ARTIFACTS.is_dir() else None
 
 
@@ -177,12 +195,13 @@ def test_checkpoint_dropped_in_the_folder_reaches_the_leaderboard_and_report(liv
     assert _server_starts(live, CHECKPOINT) == 1  # one warm engine served all of its runs
 
 
-def test_backfill_through_the_ui_mutation_loads_the_engine_once(live: Live) -> None:
+def launch_backfill(live: Live, model: str, tasks: list[str]) -> str:
+    """What the UI does: register the model partition, then "Materialize" the chain for ``tasks``."""
     repo = {"repositoryLocationName": "themis_dagster", "repositoryName": "__repository__"}
     added = live.gql(
         """mutation($repo: RepositorySelector!, $key: String!) { addDynamicPartition(repositorySelector: $repo,
         partitionsDefName: "models", partitionKey: $key) { __typename } }""",
-        {"repo": repo, "key": DEFAULT_MODEL_ID},
+        {"repo": repo, "key": model},
     )
     assert added["addDynamicPartition"]["__typename"] in (
         "AddDynamicPartitionSuccess",
@@ -192,10 +211,14 @@ def test_backfill_through_the_ui_mutation_loads_the_engine_once(live: Live) -> N
         """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
         __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""",
         {"params": {"assetSelection": [{"path": [key]} for key in CHAIN],
-                    "partitionNames": [f"{DEFAULT_MODEL_ID}|{task}" for task in TASKS]}},
+                    "partitionNames": [f"{model}|{task}" for task in tasks]}},
     )  # fmt: skip
     assert launched["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", launched
-    backfill_id = launched["launchPartitionBackfill"]["backfillId"]
+    return str(launched["launchPartitionBackfill"]["backfillId"])
+
+
+def test_backfill_through_the_ui_mutation_loads_the_engine_once(live: Live) -> None:
+    backfill_id = launch_backfill(live, DEFAULT_MODEL_ID, TASKS)
 
     def status() -> str | None:
         data = live.gql(
