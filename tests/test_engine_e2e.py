@@ -159,3 +159,14 @@ def test_default_model_is_the_packaged_one() -> None:
     spec = load_models(SETTINGS.models_file)[DEFAULT_MODEL_ID]
     assert spec.source.kind == "packaged"
     assert isinstance(VLLMResource(), EngineResource)
+
+
+def test_cpu_engine_gets_a_kv_cache_sized_in_tokens(engine) -> None:  # type: ignore[no-untyped-def]
+    """vLLM received the token-sized cache (engines/kv_cache.py), not 0.3 of host memory."""
+    from themis_dagster.engines.kv_cache import CPU_DEFAULT_KV_CACHE_TOKENS
+
+    if engine.info.settings["device"] != "cpu":
+        pytest.skip("GPU hosts keep vLLM's memory fraction")
+    assert engine.info.settings["kv_cache_memory_bytes"] == CPU_DEFAULT_KV_CACHE_TOKENS * 23_040
+    cache = engine.llm.llm_engine.vllm_config.cache_config
+    assert cache.num_gpu_blocks * cache.block_size == CPU_DEFAULT_KV_CACHE_TOKENS

@@ -16,6 +16,7 @@ from themis_dagster.engines.base import (
     LoglikelihoodRequest,
     LoglikelihoodResult,
 )
+from themis_dagster.engines.kv_cache import GIB, cpu_default_kv_cache_bytes
 from themis_dagster.engines.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.registry.models import ModelSpec
@@ -96,6 +97,11 @@ def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, A
         kwargs["max_num_seqs"] = engine.max_num_seqs
     if engine.enable_prefix_caching is not None:
         kwargs["enable_prefix_caching"] = engine.enable_prefix_caching
+    kv_cache_bytes = round(engine.kv_cache_gib * GIB) if engine.kv_cache_gib is not None else None
+    if kv_cache_bytes is None and not on_gpu and engine.gpu_memory_utilization is None:
+        kv_cache_bytes = cpu_default_kv_cache_bytes(Path(model_path), spec.dtype, spec.max_model_len)
+    if kv_cache_bytes is not None:
+        kwargs["kv_cache_memory_bytes"] = kv_cache_bytes
     if spec.lora is not None:
         from themis_dagster.registry.lora import base_names, validate_lora, vllm_lora_kwargs
 

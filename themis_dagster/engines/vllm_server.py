@@ -20,7 +20,7 @@ use with ``idle_shutdown_s`` (re-read from the state, so the latest attach's val
 treating a server that reports requests in flight (GET /load) as busy. When idle it deletes
 the state under the lock, then stops vLLM; if vLLM dies on its own it cleans up and exits.
 ``stop`` ends the whole process group. The serve arguments are those of the in-process
-``VLLMEngine`` (``engine_kwargs``: dtype, seed, max model length, memory fraction 0.3 on CPU)
+``VLLMEngine`` (``engine_kwargs``: dtype, seed, max model length, memory fraction or KV cache size)
 and the same ``VLLM_CPU_OMP_THREADS_BIND`` default.
 """
 

@@ -84,6 +84,14 @@ class EngineArgs(_Strict):
         description="Fraction of accelerator memory (of CPU memory on vLLM's CPU build). "
         "None: 0.9 on a GPU, 0.3 on a CPU host.",
     )
+    kv_cache_gib: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="KV cache size in GiB (vLLM's kv_cache_memory_bytes); it takes precedence over "
+        "gpu_memory_utilization's share for the cache. None: vLLM's fraction rule on a GPU; on a CPU host "
+        "room for 49,152 tokens (or 4 sequences of max_model_len) unless gpu_memory_utilization is set "
+        "(engines/kv_cache.py).",
+    )
     quantization: Quantization | None = None
     seed: int = Field(default=1234, ge=0)
     enforce_eager: bool = False
