@@ -67,4 +67,4 @@ format: setup
 	$(BIN)/ruff format .
 
 bench: setup
-	$(BIN)/python bench/crows_pairs.py
+	$(BIN)/python bench/crows_pairs.py --rounds 3

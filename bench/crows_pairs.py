@@ -13,7 +13,12 @@ Every vLLM process gets the same thread binding (both cores). Prints each time, 
 seconds went (engine vs everything else), the ratios, and every run's metrics (ours and
 lm-eval's vLLM backend agree to every digit; the HF peer runs in fp32).
 
-    .venv/bin/python bench/crows_pairs.py [--peers hf,vllm] [--hf-batch-size 16] [--no-warm] [--keep DIR]
+With ``--rounds N`` it times ours and each peer N times, interleaved (the server mode in the
+first round only), and ends with each contender's best and median and the median of the
+per-round ratios: this machine's speed drifts by a third between runs.
+
+    .venv/bin/python bench/crows_pairs.py [--rounds 3] [--peers hf,vllm] [--hf-batch-size 16]
+        [--no-warm] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -124,10 +130,11 @@ def lm_eval_tasks(work: Path, data_file: Path) -> Path:
 
 
 def run_lm_eval(
-    work: Path, base_env: dict[str, str], backend: str, model_args: str, data_file: Path, batch: str
+    work: Path, base_env: dict[str, str], backend: str, model_args: str, data_file: Path, batch: str, tag: str = ""
 ) -> tuple[float, dict[str, float]]:
     """lm-eval 0.4.13 end to end, in its own process, with the HF or the vLLM backend."""
-    out = work / f"lm_eval_{backend}_out"
+    name = f"lm_eval_{backend}{tag}"
+    out = work / f"{name}_out"
     launcher = [str(BIN / "lm_eval")] if backend == "hf" else [sys.executable, str(ROOT / "bench" / "lm_eval_vllm.py")]
     command = [
         *launcher, "--model", backend, "--model_args", model_args,
@@ -138,10 +145,10 @@ def run_lm_eval(
     env = base_env | {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
     # lm-eval's vLLM run aborts in its teardown with both cores bound ("terminate called
     # without an active exception") after writing its results: time it to its exit, say so
-    seconds, returncode = timed(command, env, work / f"lm_eval_{backend}.log", allow_failure=True)
+    seconds, returncode = timed(command, env, work / f"{name}.log", allow_failure=True)
     result_files = list(out.rglob("results_*.json"))
     if not result_files:
-        sys.exit(f"lm-eval {backend} wrote no results (exit {returncode}); see {work / f'lm_eval_{backend}.log'}")
+        sys.exit(f"lm-eval {backend} wrote no results (exit {returncode}); see {work / f'{name}.log'}")
     if returncode != 0:
         print(f"  (lm-eval {backend} exited {returncode} after writing its results)", flush=True)
     result_file = result_files[0]
@@ -151,10 +158,30 @@ def run_lm_eval(
     }
 
 
+def summarize(times: dict[str, list[float]]) -> None:
+    """Per contender: every round, the best and the median; ratios per round and of the medians.
+
+    The machine's speed drifts between runs (the same run of ours took 35-46 s within an
+    hour), so each round times ours and then each peer back to back, and the ratio that
+    counts is the median of the per-round ratios.
+    """
+    print("summary over rounds (seconds):", flush=True)
+    for name, values in times.items():
+        listed = ", ".join(f"{value:.1f}" for value in values)
+        print(f"  {name}: {listed}; best {min(values):.1f}, median {statistics.median(values):.1f}", flush=True)
+    ours = times["ours"]
+    for peer in (name for name in times if name.startswith("lm-eval")):
+        per_round = [theirs / mine for theirs, mine in zip(times[peer], ours, strict=True)]
+        listed = ", ".join(f"{ratio:.2f}x" for ratio in per_round)
+        print(f"  ratio {peer} / ours per round: {listed}; median {statistics.median(per_round):.2f}x, "
+              f"of the best times {min(times[peer]) / min(ours):.2f}x", flush=True)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--peers", default="hf,vllm", help="comma-separated peers to time: hf, vllm")
     parser.add_argument("--hf-batch-size", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=1, help="time ours and every peer this many times, interleaved")
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the vLLM server-mode runs")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR (new) and keep every run's log and output there")
     args = parser.parse_args()
@@ -167,37 +194,49 @@ def main() -> None:
     configure_cpu_threads()
     env = dict(os.environ)
     print(f"VLLM_CPU_OMP_THREADS_BIND={env.get('VLLM_CPU_OMP_THREADS_BIND', '')} for every run", flush=True)
+    peers = args.peers.split(",")
+    times: dict[str, list[float]] = {"ours": []}
     with tempfile.TemporaryDirectory(prefix="themis-bench-") as tmp:
         work = Path(args.keep) if args.keep else Path(tmp)
         if args.keep:
             work.mkdir(parents=True)
-        split, ours_metrics = run_ours(work, env, "ours")
-        ours_s = split["total"]
-        report_ours("ours (themis run --task crows_pairs, in-process vLLM bf16, cold)", split, ours_metrics)
-        if args.warm:
-            # the vLLM server mode: the first run starts `vllm serve`, the second attaches to it warm
-            starting, _ = run_ours(work, env, "ours_server_start", engine="vllm-server")
-            report_ours("ours, vLLM server mode, run that starts the server", starting, {})
-            warm, warm_metrics = run_ours(work, env, "ours_server_warm", engine="vllm-server")
-            report_ours("ours, vLLM server mode, next run (warm server)", warm, warm_metrics)
-            VLLMServerManager(work / "servers").stop(DEFAULT_MODEL_ID)
-        peers = args.peers.split(",")
-        if "hf" in peers:
-            hf_s, hf_metrics = run_lm_eval(
-                work, env, "hf", f"pretrained={weights.path},dtype=float32", data_file, str(args.hf_batch_size)
-            )
-            print(f"peer lm-eval HF backend (fp32, batch {args.hf_batch_size}): {hf_s:.1f} s  {hf_metrics}", flush=True)
-            print(f"ratio lm-eval HF / ours: {hf_s / ours_s:.2f}x", flush=True)
-            if args.warm:
-                print(f"ratio lm-eval HF / ours with a warm server: {hf_s / warm['total']:.2f}x", flush=True)
-        if "vllm" in peers:
-            model_args = (f"pretrained={weights.path},dtype=bfloat16,gpu_memory_utilization=0.3,"
-                          f"max_model_len=2048,seed={spec.engine.seed}")  # fmt: skip
-            vllm_s, vllm_metrics = run_lm_eval(work, env, "vllm", model_args, data_file, "auto")
-            print(f"peer lm-eval vLLM backend (bf16): {vllm_s:.1f} s  {vllm_metrics}", flush=True)
-            print(f"ratio lm-eval vLLM / ours: {vllm_s / ours_s:.2f}x", flush=True)
-            if args.warm:
-                print(f"ratio lm-eval vLLM / ours with a warm server: {vllm_s / warm['total']:.2f}x", flush=True)
+        for round_number in range(1, args.rounds + 1):
+            tag = f"_r{round_number}" if args.rounds > 1 else ""
+            if args.rounds > 1:
+                print(f"round {round_number} of {args.rounds}", flush=True)
+            split, ours_metrics = run_ours(work, env, f"ours{tag}")
+            ours_s = split["total"]
+            times["ours"].append(ours_s)
+            report_ours("ours (themis run --task crows_pairs, in-process vLLM bf16, cold)", split, ours_metrics)
+            warm = None
+            if args.warm and round_number == 1:
+                # the vLLM server mode: the first run starts `vllm serve`, the second attaches to it warm
+                starting, _ = run_ours(work, env, "ours_server_start", engine="vllm-server")
+                report_ours("ours, vLLM server mode, run that starts the server", starting, {})
+                warm, warm_metrics = run_ours(work, env, "ours_server_warm", engine="vllm-server")
+                report_ours("ours, vLLM server mode, next run (warm server)", warm, warm_metrics)
+                VLLMServerManager(work / "servers").stop(DEFAULT_MODEL_ID)
+            if "hf" in peers:
+                hf_s, hf_metrics = run_lm_eval(
+                    work, env, "hf", f"pretrained={weights.path},dtype=float32", data_file, str(args.hf_batch_size), tag
+                )
+                label = f"lm-eval HF backend (fp32, batch {args.hf_batch_size})"
+                times.setdefault(label, []).append(hf_s)
+                print(f"peer {label}: {hf_s:.1f} s  {hf_metrics}", flush=True)
+                print(f"ratio lm-eval HF / ours: {hf_s / ours_s:.2f}x", flush=True)
+                if warm is not None:
+                    print(f"ratio lm-eval HF / ours with a warm server: {hf_s / warm['total']:.2f}x", flush=True)
+            if "vllm" in peers:
+                model_args = (f"pretrained={weights.path},dtype=bfloat16,gpu_memory_utilization=0.3,"
+                              f"max_model_len=2048,seed={spec.engine.seed}")  # fmt: skip
+                vllm_s, vllm_metrics = run_lm_eval(work, env, "vllm", model_args, data_file, "auto", tag)
+                times.setdefault("lm-eval vLLM backend (bf16)", []).append(vllm_s)
+                print(f"peer lm-eval vLLM backend (bf16): {vllm_s:.1f} s  {vllm_metrics}", flush=True)
+                print(f"ratio lm-eval vLLM / ours: {vllm_s / ours_s:.2f}x", flush=True)
+                if warm is not None:
+                    print(f"ratio lm-eval vLLM / ours with a warm server: {vllm_s / warm['total']:.2f}x", flush=True)
+        if args.rounds > 1:
+            summarize(times)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ of the run. Runs each setting in a fresh process, one after the other:
   - ``spawned``: vLLM's own process layout (engine core and worker in spawned processes);
   - ``in-process``: the engine core and worker in the calling process (the CPU default);
 each with vLLM's per-request prompt-logprobs loop and with the batched step
-(``THEMIS_BATCHED_PROMPT_LOGPROBS``). Prints the seconds and the CrowS-Pairs scores, which
-must be identical across settings.
+(``THEMIS_BATCHED_PROMPT_LOGPROBS``); and ``in-process+batched+fraction-kv``, the CPU default
+before its KV cache was sized in tokens (vLLM's 0.3 of host memory). Prints the seconds
+and the CrowS-Pairs scores, which must be identical across settings.
 
     .venv/bin/python bench/engine_only.py [--settings in-process,in-process+batched,...] [--repeat 2]
 """
@@ -24,15 +25,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SETTINGS = {
+SETTINGS: dict[str, dict[str, object]] = {
     "spawned": {"in_process": False, "batched": "0"},
     "spawned+batched": {"in_process": False, "batched": "1"},
     "in-process": {"in_process": True, "batched": "0"},
     "in-process+batched": {"in_process": True, "batched": "1"},
+    # before the KV cache was sized in tokens on CPU: vLLM's rule, 0.3 of host memory
+    "in-process+batched+fraction-kv": {"in_process": True, "batched": "1", "engine": {"gpu_memory_utilization": 0.3}},
 }
 
 
-def measure(in_process: bool, repeat: int) -> dict[str, object]:
+def measure(setting: dict[str, object], repeat: int) -> dict[str, object]:
     """One engine in this process: its load, then ``repeat`` passes over every sentence."""
     started = time.perf_counter()
     sys.path.insert(0, str(ROOT))
@@ -47,7 +50,10 @@ def measure(in_process: bool, repeat: int) -> dict[str, object]:
 
     settings = Settings.from_env()
     spec = load_models(settings.models_file)[DEFAULT_MODEL_ID]
-    spec = spec.model_copy(update={"engine": spec.engine.model_copy(update={"in_process": in_process})})
+    extra = setting.get("engine", {})
+    assert isinstance(extra, dict)
+    engine_update = {"in_process": setting["in_process"] is True, **extra}
+    spec = spec.model_copy(update={"engine": spec.engine.model_copy(update=engine_update)})
     weights = resolve_weights(spec, settings.models_dir, settings.cache_dir)
     data = resolve_file("crows_pairs", "crows_pairs_anonymized.csv",
                         datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir).path  # fmt: skip
@@ -82,7 +88,7 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(measure(SETTINGS[args.child]["in_process"] is True, args.repeat)), flush=True)
+        print("RESULT " + json.dumps(measure(SETTINGS[args.child], args.repeat)), flush=True)
         return
     for name in args.settings.split(","):
         setting = SETTINGS[name]
