@@ -159,7 +159,7 @@ def run_lm_eval(
 
 
 def summarize(times: dict[str, list[float]]) -> None:
-    """Per contender: every round, the best and the median; ratios per round and of the medians.
+    """Per contender: every round, the best and the median; per peer, the ratio per round and of the best times.
 
     The machine's speed drifts between runs (the same run of ours took 35-46 s within an
     hour), so each round times ours and then each peer back to back, and the ratio that
