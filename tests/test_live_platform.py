@@ -174,8 +174,11 @@ def test_checkpoint_dropped_in_the_folder_reaches_the_leaderboard_and_report(liv
     shutil.copytree(SETTINGS.models_dir / DEFAULT_MODEL_ID, staging)
     staging.rename(live.checkpoints / CHECKPOINT)
 
-    statuses = _wait(lambda: _runs_for(live, CHECKPOINT), 240, "the sensor's runs for the new checkpoint")
-    assert len(statuses) == len(TASKS)
+    # The daemon submits a tick's run requests one after another: wait for all of them to appear.
+    _wait(
+        lambda: len(_runs_for(live, CHECKPOINT)) >= len(TASKS), 240, "the sensor's runs for the new checkpoint",
+        every=1,
+    )  # fmt: skip
     _wait(
         lambda: all(s == "SUCCESS" for s in _runs_for(live, CHECKPOINT)) or "FAILURE" in _runs_for(live, CHECKPOINT),
         900, "the checkpoint's runs to finish",
