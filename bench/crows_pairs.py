@@ -5,19 +5,21 @@ Times, in one run and end to end (process start, model load, inference, scoring,
     through the Dagster job, vLLM in the run's process) with a fresh warehouse and instance;
   - ours, vLLM server mode (`THEMIS_ENGINE=vllm-server`): one run that starts `vllm serve`,
     then the run that matters, a new process attaching to the warm server;
-  - peers: lm-eval 0.4.13 with its HF backend (`--model hf`, fp32, batch 16) and with its
-    vLLM backend (`--model vllm`, bf16, through bench/lm_eval_vllm.py) on the same model
-    folder and the same 1508-pair CSV, via an lm-eval task YAML that is crows_pairs_english
-    over the mirror.
+  - peers: lm-eval 0.4.13 with its HF backend (`--model hf`, batch 16) as lm-eval runs it
+    by default (`dtype=auto`: the model's own dtype, bf16 for the default model; peer
+    `hf`) and in fp32 (peer `hf-fp32`), and with its vLLM backend (`--model vllm`, bf16,
+    through bench/lm_eval_vllm.py; peer `vllm`), on the same model folder and the same
+    1508-pair CSV, via an lm-eval task YAML that is crows_pairs_english over the mirror.
 Every vLLM process gets the same thread binding (both cores). Prints each time, where our
 seconds went (engine vs everything else), the ratios, and every run's metrics (ours and
-lm-eval's vLLM backend agree to every digit; the HF peer runs in fp32).
+lm-eval's vLLM backend agree to every digit; HF in fp32 is within 0.003 of them, HF in
+bf16 takes its log-softmax in bf16 and is not).
 
 With ``--rounds N`` it times ours and each peer N times, interleaved (the server mode in the
 first round only), and ends with each contender's best and median and the median of the
 per-round ratios: this machine's speed drifts by a third between runs.
 
-    .venv/bin/python bench/crows_pairs.py [--rounds 3] [--peers hf,vllm] [--hf-batch-size 16]
+    .venv/bin/python bench/crows_pairs.py [--rounds 3] [--peers hf,hf-fp32,vllm] [--hf-batch-size 16]
         [--no-warm] [--keep DIR]
 """
 
@@ -129,6 +131,11 @@ def lm_eval_tasks(work: Path, data_file: Path) -> Path:
     return tasks
 
 
+# lm-eval's HF peers: peer name -> (the `dtype` model argument, how the report names it).
+# `auto` is lm-eval's default: the dtype in the model's config.json (bf16 for the default model).
+HF_PEERS = {"hf": ("auto", "lm-eval's default dtype=auto, bf16"), "hf-fp32": ("float32", "fp32")}
+
+
 def run_lm_eval(
     work: Path, base_env: dict[str, str], backend: str, model_args: str, data_file: Path, batch: str, tag: str = ""
 ) -> tuple[float, dict[str, float]]:
@@ -179,7 +186,9 @@ def summarize(times: dict[str, list[float]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--peers", default="hf,vllm", help="comma-separated peers to time: hf, vllm")
+    parser.add_argument(
+        "--peers", default=",".join(HF_PEERS) + ",vllm", help="comma-separated peers to time: hf, hf-fp32, vllm"
+    )
     parser.add_argument("--hf-batch-size", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=1, help="time ours and every peer this many times, interleaved")
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the vLLM server-mode runs")
@@ -195,6 +204,9 @@ def main() -> None:
     env = dict(os.environ)
     print(f"VLLM_CPU_OMP_THREADS_BIND={env.get('VLLM_CPU_OMP_THREADS_BIND', '')} for every run", flush=True)
     peers = args.peers.split(",")
+    unknown = sorted(set(peers) - {*HF_PEERS, "vllm"})
+    if unknown:
+        parser.error(f"--peers: unknown peer(s) {', '.join(unknown)}; choose from hf, hf-fp32, vllm")
     times: dict[str, list[float]] = {"ours": []}
     with tempfile.TemporaryDirectory(prefix="themis-bench-") as tmp:
         work = Path(args.keep) if args.keep else Path(tmp)
@@ -216,16 +228,18 @@ def main() -> None:
                 warm, warm_metrics = run_ours(work, env, "ours_server_warm", engine="vllm-server")
                 report_ours("ours, vLLM server mode, next run (warm server)", warm, warm_metrics)
                 VLLMServerManager(work / "servers").stop(DEFAULT_MODEL_ID)
-            if "hf" in peers:
-                hf_s, hf_metrics = run_lm_eval(
-                    work, env, "hf", f"pretrained={weights.path},dtype=float32", data_file, str(args.hf_batch_size), tag
-                )
-                label = f"lm-eval HF backend (fp32, batch {args.hf_batch_size})"
+            for peer, (dtype, described) in HF_PEERS.items():
+                if peer not in peers:
+                    continue
+                model_args = f"pretrained={weights.path},dtype={dtype}"
+                hf_s, hf_metrics = run_lm_eval(work, env, "hf", model_args, data_file, str(args.hf_batch_size),
+                                               f"_{dtype}{tag}")  # fmt: skip
+                label = f"lm-eval HF backend ({described}, batch {args.hf_batch_size})"
                 times.setdefault(label, []).append(hf_s)
                 print(f"peer {label}: {hf_s:.1f} s  {hf_metrics}", flush=True)
-                print(f"ratio lm-eval HF / ours: {hf_s / ours_s:.2f}x", flush=True)
+                print(f"ratio {label} / ours: {hf_s / ours_s:.2f}x", flush=True)
                 if warm is not None:
-                    print(f"ratio lm-eval HF / ours with a warm server: {hf_s / warm['total']:.2f}x", flush=True)
+                    print(f"ratio {label} / ours with a warm server: {hf_s / warm['total']:.2f}x", flush=True)
             if "vllm" in peers:
                 model_args = (f"pretrained={weights.path},dtype=bfloat16,gpu_memory_utilization=0.3,"
                               f"max_model_len=2048,seed={spec.engine.seed}")  # fmt: skip
