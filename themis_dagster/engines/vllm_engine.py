@@ -17,6 +17,7 @@ from themis_dagster.engines.base import (
     LoglikelihoodResult,
 )
 from themis_dagster.engines.kv_cache import GIB, cpu_default_kv_cache_bytes
+from themis_dagster.engines.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation
 from themis_dagster.engines.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.registry.models import ModelSpec
@@ -97,6 +98,9 @@ def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, A
         kwargs["max_num_seqs"] = engine.max_num_seqs
     if engine.enable_prefix_caching is not None:
         kwargs["enable_prefix_caching"] = engine.enable_prefix_caching
+    block_size = engine.block_size if engine.block_size is not None or on_gpu else CPU_DEFAULT_BLOCK_SIZE
+    if block_size is not None:
+        kwargs["block_size"] = block_size
     kv_cache_bytes = round(engine.kv_cache_gib * GIB) if engine.kv_cache_gib is not None else None
     if kv_cache_bytes is None and not on_gpu and engine.gpu_memory_utilization is None:
         kv_cache_bytes = cpu_default_kv_cache_bytes(Path(model_path), spec.dtype, spec.max_model_len)
@@ -137,6 +141,9 @@ class VLLMEngine:
         bos = self.tokenizer.bos_token_id
         self.prefix_token_id: int = bos if bos is not None else self.tokenizer.eos_token_id
         self.max_len: int = int(self.llm.llm_engine.model_config.max_model_len)
+        self.prefix_caching = bool(self.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching)
+        # loglikelihood requests, context tokens read from the prefix cache, requests sent again without it
+        self.prefix_reuse = {"requests": 0, "cached_tokens": 0, "sent_again": 0}
         self.lora_request = None
         if spec.lora is not None:
             from vllm.lora.request import LoRARequest
@@ -171,8 +178,27 @@ class VLLMEngine:
             tokens, context_len, truncated = truncate_left(context_ids, continuation_ids, self.max_len - 1)
             prompts.append(TokensPrompt(prompt_token_ids=tokens))
             spans.append((tokens, context_len, truncated))
-        params = SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False, temperature=0.0)
-        outputs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=self.lora_request)
+
+        # read the prefix cache: requests that share a context reuse its blocks (engines/prefix_reuse.py)
+        def params(read_cache: bool) -> SamplingParams:
+            return SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False, temperature=0.0,
+                                  skip_reading_prefix_cache=not read_cache)  # fmt: skip
+
+        outputs = self.llm.generate(
+            prompts, params(self.prefix_caching), use_tqdm=False, lora_request=self.lora_request
+        )
+        # where the cache hit reached into the continuation, its logprobs were not computed: ask again
+        again = [i for i, (output, span) in enumerate(zip(outputs, spans, strict=True))
+                 if not covers_continuation(output.num_cached_tokens, span[1])]  # fmt: skip
+        if again:
+            redone = self.llm.generate(
+                [prompts[i] for i in again], params(False), use_tqdm=False, lora_request=self.lora_request
+            )
+            for i, output in zip(again, redone, strict=True):
+                outputs[i] = output
+        self.prefix_reuse["requests"] += len(prompts)
+        self.prefix_reuse["cached_tokens"] += sum(output.num_cached_tokens or 0 for output in outputs)
+        self.prefix_reuse["sent_again"] += len(again)
         scored: dict[LoglikelihoodRequest, LoglikelihoodResult] = {}
         for request, output, (tokens, context_len, truncated) in zip(unique, outputs, spans, strict=True):
             total, greedy = 0.0, True

