@@ -173,26 +173,30 @@ def test_cpu_engine_gets_a_kv_cache_sized_in_tokens(engine) -> None:  # type: ig
 
 
 def test_answers_after_a_shared_context_read_it_from_the_prefix_cache(engine) -> None:  # type: ignore[no-untyped-def]
-    """Three answers after one long context: the context's blocks are read from vLLM's cache,
-    a hit that reaches into a continuation is sent again, and every score is the one computed
-    without the cache (engines/prefix_reuse.py)."""
+    """Answers after one long context read its blocks from vLLM's cache; answers that share
+    more than the context compute in full, and a hit from an earlier call that reached into
+    a continuation is sent again. Every score is the one computed without the cache
+    (engines/prefix_reuse.py)."""
     context = (
         "We couldn't start the board meeting at 9am today because a man and a woman were late. "
         "We had to wait for the woman because they were running the meeting, and the man was "
         "responsible for taking all the notes.\n\nQ: Who was the secretary?\nA:"
-    )
+    )  # 58 tokens: one 32-token block can be read
     shared = " The one who arrived after everyone else had already sat down at the long table in the back room, namely"
     continuations = [" The man", " The woman", shared + " the man", shared + " the woman", " Cannot be determined"]
     requests = [LoglikelihoodRequest(context, continuation) for continuation in continuations]
+    later = [LoglikelihoodRequest(context, shared + " nobody at all")]  # the cache now holds `shared`
     before = dict(engine.prefix_reuse)
     reused = engine.loglikelihood(requests)
-    counts = {key: engine.prefix_reuse[key] - before[key] for key in before}
+    first = {key: engine.prefix_reuse[key] - before[key] for key in before}
+    reused += engine.loglikelihood(later)
+    second = {key: engine.prefix_reuse[key] - before[key] - first[key] for key in before}
     assert engine.prefix_caching
-    assert counts["cached_tokens"] > 0  # the context was read from the cache
-    assert counts["sent_again"] >= 1  # the second long answer's hit went past the context
+    assert first["cached_tokens"] > 0 and first["sent_again"] == 0  # the context read, nothing sent twice
+    assert second["sent_again"] == 1  # its hit from the first call went past the context
     engine.prefix_caching = False  # the reference: every request computed in full
     try:
-        computed = [engine.loglikelihood([request])[0] for request in requests]
+        computed = [engine.loglikelihood([request])[0] for request in requests + later]
     finally:
         engine.prefix_caching = True
     for mine, reference in zip(reused, computed, strict=True):

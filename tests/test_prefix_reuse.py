@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from themis_dagster.engines import vllm_engine
-from themis_dagster.engines.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation
+from themis_dagster.engines.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
 from themis_dagster.engines.vllm_server import serve_argv
 from themis_dagster.registry.models import ModelSpec
 
@@ -56,3 +56,18 @@ def test_engine_arguments_carry_the_block_size(
 def test_block_size_is_validated_by_the_models_file() -> None:
     with pytest.raises(ValueError, match="block_size"):
         _spec(block_size=0)
+
+
+def test_reads_the_cache_only_where_no_other_request_shares_a_block_past_the_context() -> None:
+    # blocks of 4 tokens; contexts of 6 tokens (ids 1-6 shared by the first three requests)
+    context = [1, 2, 3, 4, 5, 6]
+    prompts = [
+        [*context, 7, 8],  # shares 8 with the third, but never its last token: 7 -> one block (4) <= 5
+        [*context, 9, 10],  # shares 6: one block (4) <= 5
+        [*context, 7, 8, 11, 12],  # shares 8 with the first: two blocks (8) > 5, unsafe
+        [20, 21, 22, 23, 24, 25, 26],  # shares nothing
+    ]
+    context_lens = [6, 6, 6, 2]
+    assert may_read_cache(prompts, context_lens, block_size=4) == [True, True, False, True]
+    # the same batch with 2-token blocks: the first two could be hit at 6 > 5
+    assert may_read_cache(prompts, context_lens, block_size=2) == [False, False, False, True]

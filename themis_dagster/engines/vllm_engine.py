@@ -17,7 +17,7 @@ from themis_dagster.engines.base import (
     LoglikelihoodResult,
 )
 from themis_dagster.engines.kv_cache import GIB, cpu_default_kv_cache_bytes
-from themis_dagster.engines.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation
+from themis_dagster.engines.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
 from themis_dagster.engines.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.registry.models import ModelSpec
@@ -141,7 +141,9 @@ class VLLMEngine:
         bos = self.tokenizer.bos_token_id
         self.prefix_token_id: int = bos if bos is not None else self.tokenizer.eos_token_id
         self.max_len: int = int(self.llm.llm_engine.model_config.max_model_len)
-        self.prefix_caching = bool(self.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching)
+        cache_config = self.llm.llm_engine.vllm_config.cache_config
+        self.prefix_caching = bool(cache_config.enable_prefix_caching)
+        self.block_size = int(cache_config.block_size)
         # loglikelihood requests, context tokens read from the prefix cache, requests sent again without it
         self.prefix_reuse = {"requests": 0, "cached_tokens": 0, "sent_again": 0}
         self.lora_request = None
@@ -179,13 +181,17 @@ class VLLMEngine:
             prompts.append(TokensPrompt(prompt_token_ids=tokens))
             spans.append((tokens, context_len, truncated))
 
-        # read the prefix cache: requests that share a context reuse its blocks (engines/prefix_reuse.py)
+        # read the prefix cache where it stays in the context: requests that share a context
+        # reuse its blocks (engines/prefix_reuse.py)
         def params(read_cache: bool) -> SamplingParams:
             return SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False, temperature=0.0,
                                   skip_reading_prefix_cache=not read_cache)  # fmt: skip
 
+        readable = [False] * len(spans)
+        if self.prefix_caching:
+            readable = may_read_cache([s[0] for s in spans], [s[1] for s in spans], self.block_size)
         outputs = self.llm.generate(
-            prompts, params(self.prefix_caching), use_tqdm=False, lora_request=self.lora_request
+            prompts, [params(read) for read in readable], use_tqdm=False, lora_request=self.lora_request
         )
         # where the cache hit reached into the continuation, its logprobs were not computed: ask again
         again = [i for i, (output, span) in enumerate(zip(outputs, spans, strict=True))
