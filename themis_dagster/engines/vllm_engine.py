@@ -98,7 +98,9 @@ def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, A
         kwargs["max_num_seqs"] = engine.max_num_seqs
     if engine.enable_prefix_caching is not None:
         kwargs["enable_prefix_caching"] = engine.enable_prefix_caching
-    block_size = engine.block_size if engine.block_size is not None or on_gpu else CPU_DEFAULT_BLOCK_SIZE
+    block_size = engine.block_size
+    if block_size is None and not on_gpu:
+        block_size = CPU_DEFAULT_BLOCK_SIZE
     if block_size is not None:
         kwargs["block_size"] = block_size
     kv_cache_bytes = round(engine.kv_cache_gib * GIB) if engine.kv_cache_gib is not None else None
@@ -183,22 +185,24 @@ class VLLMEngine:
 
         # read the prefix cache where it stays in the context: requests that share a context
         # reuse its blocks (engines/prefix_reuse.py)
-        def params(read_cache: bool) -> SamplingParams:
-            return SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False, temperature=0.0,
-                                  skip_reading_prefix_cache=not read_cache)  # fmt: skip
-
+        reading, computing = (
+            SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False, temperature=0.0,
+                           skip_reading_prefix_cache=not read_cache)
+            for read_cache in (True, False)
+        )  # fmt: skip
         readable = [False] * len(spans)
         if self.prefix_caching:
             readable = may_read_cache([s[0] for s in spans], [s[1] for s in spans], self.block_size)
         outputs = self.llm.generate(
-            prompts, [params(read) for read in readable], use_tqdm=False, lora_request=self.lora_request
-        )
+            prompts, [reading if read else computing for read in readable], use_tqdm=False,
+            lora_request=self.lora_request,
+        )  # fmt: skip
         # where the cache hit reached into the continuation, its logprobs were not computed: ask again
         again = [i for i, (output, span) in enumerate(zip(outputs, spans, strict=True))
                  if not covers_continuation(output.num_cached_tokens, span[1])]  # fmt: skip
         if again:
             redone = self.llm.generate(
-                [prompts[i] for i in again], params(False), use_tqdm=False, lora_request=self.lora_request
+                [prompts[i] for i in again], computing, use_tqdm=False, lora_request=self.lora_request
             )
             for i, output in zip(again, redone, strict=True):
                 outputs[i] = output
