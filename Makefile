@@ -48,7 +48,8 @@ system-deps:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 	  echo "chromium not installed: the UI screenshot test will skip"; }
 
-test: setup system-deps
+# The README's test command: style and types first (ruff, mypy), then the whole suite.
+test: lint system-deps
 	$(BIN)/python -m pytest -ra
 
 test-fast: setup

@@ -12,7 +12,7 @@ from themis_dagster.registry.weights import ResolvedWeights, resolve_weights
 from themis_dagster.tasks.registry import LoadedTask, load_overrides, load_task
 
 
-class ThemisConfig(ConfigurableResource):  # type: ignore[misc,type-arg]
+class ThemisConfig(ConfigurableResource):  # type: ignore[type-arg]
     """Where the model registry, task overrides, dataset mirror and caches are.
 
     Every lookup validates what it reads, so a bad file fails the run before any engine starts.

@@ -24,7 +24,7 @@ _WARM: dict[tuple[str, str], Engine] = {}
 _WARM_LOCK = threading.Lock()
 
 
-class EngineResource(ConfigurableResource):  # type: ignore[misc,type-arg]
+class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
     """Base class: hands out the run's engine for a model, loading it at most once per run."""
 
     keep_warm: bool = False

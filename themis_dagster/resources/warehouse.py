@@ -12,7 +12,7 @@ from dagster_duckdb import DuckDBResource
 from themis_dagster.warehouse import ensure_schema
 
 
-class WarehouseResource(DuckDBResource):  # type: ignore[misc]
+class WarehouseResource(DuckDBResource):
     """DuckDBResource (which retries while another process holds the file) plus our schema.
 
     Connections are opened per stage and closed at once: never held during inference,

@@ -69,7 +69,7 @@ SHARD_INDEX = "model.safetensors.index.json"
 Action = Literal["pending", "broken", "new", "changed", "unchanged"]
 
 
-class CheckpointWatchConfig(ConfigurableResource):  # type: ignore[misc,type-arg]
+class CheckpointWatchConfig(ConfigurableResource):  # type: ignore[type-arg]
     """Where new checkpoints appear and how long a folder must be quiet before it is read."""
 
     checkpoints_dir: str
