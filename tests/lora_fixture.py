@@ -28,7 +28,7 @@ SMOLLM2_135M_CONFIG: dict[str, Any] = {
     "intermediate_size": 1536,
     "vocab_size": 49152,
 }
-# SmolLM2-360M: same family, different widths (an adapter trained on it must be refused).
+# SmolLM2-360M: same architecture, different widths (an adapter trained on it must be refused).
 SMOLLM2_360M_CONFIG: dict[str, Any] = SMOLLM2_135M_CONFIG | {
     "hidden_size": 960,
     "num_hidden_layers": 32,

@@ -1,7 +1,7 @@
 """Software-defined assets: the evaluation chain and the reports built on it."""
 
+from themis_dagster.assets.benchmark_reports import genderbench_marks, langbite_reports
 from themis_dagster.assets.evaluation import bias_metrics, judgments, raw_responses, rendered_prompts, task_dataset
-from themis_dagster.assets.family_reports import genderbench_marks, langbite_reports
 from themis_dagster.assets.leaderboard import leaderboard
 from themis_dagster.assets.model_reports import model_reports
 

@@ -2,7 +2,7 @@
 
 from dagster import AssetSelection, AutomationConditionSensorDefinition, DefaultSensorStatus
 
-# Keeps the leaderboard, reports and family summaries current: their eager conditions
+# Keeps the leaderboard, reports and benchmark reports current: their eager conditions
 # fire whenever a bias_metrics partition is materialized.
 automation_sensor = AutomationConditionSensorDefinition(
     "report_automation",

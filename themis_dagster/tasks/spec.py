@@ -54,7 +54,7 @@ class MetricSpec(BaseModel):
 
 
 class TaskSpec(BaseModel):
-    """One task file (``tasks/<family>/<task>.yaml``)."""
+    """One task file (``tasks/<benchmark>/<task>.yaml``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

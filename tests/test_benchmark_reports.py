@@ -18,7 +18,7 @@ MODEL = DEFAULT_MODEL_ID
 
 
 @requires_mirror
-def test_family_reports(tmp_path: Path, instance: DagsterInstance) -> None:
+def test_benchmark_reports(tmp_path: Path, instance: DagsterInstance) -> None:
     overrides = write_overrides(
         tmp_path / "o.yaml",
         {"langbite_example": {"limit": 4}, "gb_direct": {"sample_k": 6, "bootstrap_resamples": 100}},

