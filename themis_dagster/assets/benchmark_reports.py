@@ -11,11 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
-from themis_dagster import __version__
-from themis_dagster.assets.automation import REPORT_CONDITION
 from themis_dagster.assets.evaluation import bias_metrics
+from themis_dagster.assets.factory import ROW_COUNT, report_asset
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.tasks.genderbench.marks import aggregate_use_cases
 from themis_dagster.tasks.langbite.reports import langbite_reports as build_langbite_reports
@@ -40,17 +39,14 @@ def _provider(config_json: str | None) -> str:
         return "imported"
 
 
-@asset(
-    group_name="reports",
-    kinds={"duckdb", "csv"},
-    code_version=__version__,
-    deps=[bias_metrics],
-    automation_condition=REPORT_CONDITION,
+@report_asset(
     description="LangBiTe's responses / evaluations / global evaluation reports, as tables and CSV files.",
+    deps=[bias_metrics],
+    kinds=["duckdb", "csv"],
 )
 def langbite_reports(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource
-) -> MaterializeResult:  # type: ignore[type-arg]
+) -> MaterializeResult[None]:
     collected: dict[str, list[pl.DataFrame]] = {name: [] for name in REPORT_TABLES}
     files: list[str] = []
     with warehouse.connect() as conn:
@@ -76,7 +72,7 @@ def langbite_reports(
                 counts[table] = replace_table(conn, table, _empty(conn, table))
     return MaterializeResult(
         metadata={
-            "dagster/row_count": counts.get("langbite_global_evaluation", 0),
+            ROW_COUNT: counts.get("langbite_global_evaluation", 0),
             "partitions": len(partitions),
             "rows": MetadataValue.json(counts),
             "csv_files": MetadataValue.json(files),
@@ -91,17 +87,13 @@ def _empty(conn: object, table: str) -> pl.DataFrame:
     return conn.execute(f"SELECT * FROM {table} LIMIT 0").pl()  # noqa: S608 - allowlisted table name
 
 
-@asset(
-    group_name="reports",
-    kinds={"duckdb"},
-    code_version=__version__,
-    deps=[bias_metrics],
-    automation_condition=REPORT_CONDITION,
+@report_asset(
     description="GenderBench section marks (1=A .. 4=D) per model and use case, as metrics of task 'genderbench'.",
+    deps=[bias_metrics],
 )
 def genderbench_marks(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource
-) -> MaterializeResult:  # type: ignore[type-arg]
+) -> MaterializeResult[None]:
     with warehouse.connect() as conn:
         marks = conn.execute(
             "SELECT model, task, metric, value FROM metric_values "

@@ -3,11 +3,10 @@
 from datetime import UTC, datetime
 
 import polars as pl
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
-from themis_dagster import __version__
-from themis_dagster.assets.automation import REPORT_CONDITION
 from themis_dagster.assets.evaluation import bias_metrics
+from themis_dagster.assets.factory import ROW_COUNT, report_asset
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.tasks.registry import task_names
 from themis_dagster.warehouse import replace_table
@@ -36,17 +35,10 @@ def rank_models(headline: pl.DataFrame, ideals: pl.DataFrame, at: datetime) -> p
     return ranked.select(columns).sort(["task", "metric", "rank", "model"])
 
 
-@asset(
-    group_name="reports",
-    kinds={"duckdb"},
-    code_version=__version__,
-    deps=[bias_metrics],
-    automation_condition=REPORT_CONDITION,
-    description="Headline metrics of every evaluated model, ranked per task and metric.",
-)
+@report_asset(description="Headline metrics of every evaluated model, ranked per task and metric.", deps=[bias_metrics])
 def leaderboard(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource
-) -> MaterializeResult:  # type: ignore[type-arg]
+) -> MaterializeResult[None]:
     with warehouse.connect() as conn:
         headline = conn.execute(
             "SELECT model, task, metric, value, ci_low, ci_high, n FROM metric_values "
@@ -58,7 +50,7 @@ def leaderboard(
     table = board.drop("materialized_at").to_pandas()
     return MaterializeResult(
         metadata={
-            "dagster/row_count": rows,
+            ROW_COUNT: rows,
             "models": board["model"].n_unique() if rows else 0,
             "leaderboard": MetadataValue.md(table.to_markdown(index=False, floatfmt=".4f") if rows else "(empty)"),
         }

@@ -1,25 +1,21 @@
 """Per-model HTML reports, rebuilt whenever the leaderboard changes."""
 
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
-from themis_dagster import __version__
-from themis_dagster.assets.automation import REPORT_CONDITION
+from themis_dagster.assets.factory import report_asset
 from themis_dagster.assets.leaderboard import leaderboard
 from themis_dagster.reports import known_models, render_model_report, save_model_report
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 
 
-@asset(
-    group_name="reports",
-    kinds={"html"},
-    code_version=__version__,
-    deps=[leaderboard],
-    automation_condition=REPORT_CONDITION,
+@report_asset(
     description="One HTML report per model (bias per task with CIs, models side by side, checkpoints over time).",
+    deps=[leaderboard],
+    kinds=["html"],
 )
 def model_reports(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource
-) -> MaterializeResult:  # type: ignore[type-arg]
+) -> MaterializeResult[None]:
     with warehouse.connect() as conn:
         reports = [render_model_report(conn, model) for model in known_models(conn)]
     paths = {report.model: str(save_model_report(report, themis.reports_path())) for report in reports}

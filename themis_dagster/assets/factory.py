@@ -1,0 +1,64 @@
+"""The decorator arguments each asset group shares, written once.
+
+Every evaluation asset is partitioned by model x task, writes one DuckDB table and carries
+the package version as its code version; every report asset rebuilds itself after new
+metrics. The factories below say that once, so an asset module declares only what is its
+own: its description, upstream assets, engine kind and checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from dagster import AssetCheckSpec, AssetsDefinition, asset
+
+from themis_dagster import __version__
+from themis_dagster.assets.automation import REPORT_CONDITION
+from themis_dagster.partitions import evaluation_partitions
+
+EVALUATION_GROUP = "evaluation"
+REPORTS_GROUP = "reports"
+ROW_COUNT = "dagster/row_count"  # Dagster's own row-count metadata key (shown in the UI's table view)
+
+AssetDecorator = Callable[[Callable[..., Any]], AssetsDefinition]
+
+
+def evaluation_asset(
+    *,
+    description: str,
+    deps: Iterable[AssetsDefinition] = (),
+    kinds: Iterable[str] = ("duckdb",),
+    checks: Mapping[str, str] | None = None,
+) -> AssetDecorator:
+    """One stage of the model x task chain; ``checks`` maps check name -> description."""
+
+    def decorate(compute: Callable[..., Any]) -> AssetsDefinition:
+        specs = [
+            AssetCheckSpec(name=name, asset=compute.__name__, description=text) for name, text in (checks or {}).items()
+        ]
+        return asset(
+            partitions_def=evaluation_partitions,
+            group_name=EVALUATION_GROUP,
+            kinds=set(kinds),
+            code_version=__version__,
+            deps=list(deps),
+            description=description,
+            check_specs=specs,
+        )(compute)
+
+    return decorate
+
+
+def report_asset(
+    *, description: str, deps: Iterable[AssetsDefinition], kinds: Iterable[str] = ("duckdb",)
+) -> AssetDecorator:
+    """A report over every partition, rebuilt by the automation sensor after new metrics."""
+    return asset(
+        group_name=REPORTS_GROUP,
+        kinds=set(kinds),
+        code_version=__version__,
+        deps=list(deps),
+        automation_condition=REPORT_CONDITION,
+        description=description,
+    )
