@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 import duckdb
 
@@ -71,14 +72,14 @@ def tasks_with_data(settings: Settings, tasks: Sequence[str]) -> tuple[list[str]
     return tasks_with_local_data(list(tasks), settings.datasets_dir, settings.cache_dir, allow_download=True)
 
 
-def print_leaderboard(warehouse: Path, out: object = sys.stdout) -> None:
+def print_leaderboard(warehouse: Path, out: TextIO = sys.stdout) -> None:
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         frame = conn.execute(
             "SELECT task, metric, rank, model, round(value, 4) AS value, "
             "round(ci_low, 4) AS ci_low, round(ci_high, 4) AS ci_high, n, ideal "
             "FROM leaderboard ORDER BY task, metric, rank, model"
         ).df()
-    print(frame.to_string(index=False) if not frame.empty else "(leaderboard is empty)", file=out)  # type: ignore[call-overload]
+    print(frame.to_string(index=False) if not frame.empty else "(leaderboard is empty)", file=out)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, SupportsFloat, SupportsIndex
 
 import duckdb
 
@@ -87,7 +87,7 @@ def _float(value: object) -> float | None:
     if value is None:
         return None
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value) if isinstance(value, str | bytes | SupportsFloat | SupportsIndex) else float("nan")
     except (TypeError, ValueError):
         return None
     return None if number != number else number  # NaN reads as missing

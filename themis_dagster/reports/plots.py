@@ -226,8 +226,9 @@ class SubsetPanel:
 def cap_subsets(rows: Sequence[MetricRow], ideal: float | None, cap: int) -> SubsetPanel:
     """At most ``cap`` subsets: the ones farthest from the ideal (or largest), sorted by value."""
     valued = [row for row in rows if row.value is not None]
-    center = ideal if ideal is not None else min((row.value for row in valued), default=0.0)  # type: ignore[type-var]
-    kept = sorted(valued, key=lambda r: (-abs(r.value - center), r.subset or ""))[:cap]  # type: ignore[operator]
+    values = {id(row): float(row.value) for row in valued if row.value is not None}
+    center = ideal if ideal is not None else min(values.values(), default=0.0)
+    kept = sorted(valued, key=lambda r: (-abs(values[id(r)] - center), r.subset or ""))[:cap]
     kept.sort(key=lambda r: (-(r.value or 0.0), r.subset or ""))
     return SubsetPanel(rows[0].metric if rows else "", kept, len(valued) - len(kept))
 
@@ -343,8 +344,10 @@ def checkpoint_plot(
     """Per (task, metric): the latest value of each checkpoint in family order, CI as a band."""
     latest = _latest(rows)
     steps = [split_checkpoint(member).step for member in family]
-    numeric = all(step is not None for step in steps)
-    position = {member: float(steps[i]) if numeric else float(i) for i, member in enumerate(family)}  # type: ignore[arg-type]
+    position = {member: float(step) for member, step in zip(family, steps, strict=True) if step is not None}
+    numeric = len(position) == len(family)
+    if not numeric:  # not every member has a step: plot in family order
+        position = {member: float(i) for i, member in enumerate(family)}
     series = []
     for task, metric in keys:
         points = [latest[(m, task, metric)] for m in family if (m, task, metric) in latest]
