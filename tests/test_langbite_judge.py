@@ -17,7 +17,7 @@ from themis_dagster.registry.models import DEFAULT_MODEL_ID, ConfigError
 from themis_dagster.resources import EngineResource, FakeEngineResource
 from themis_dagster.tasks.langbite import second_opinion, utils
 from themis_dagster.tasks.langbite.second_opinion import parse_verdict
-from themis_dagster.tasks.registry import load_task
+from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Judgment, Response
 
 JUDGE = "judge-model"

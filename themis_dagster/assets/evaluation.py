@@ -21,7 +21,7 @@ from themis_dagster.engines.dispatch import answers_as_rows, dispatch
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.tasks.registry import LoadedTask
+from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Judgment, Request, Response
 from themis_dagster.warehouse import append_rows, read_partition, replace_partition
 from themis_dagster.warehouse.frames import (

@@ -9,7 +9,7 @@ from themis_dagster import __version__
 from themis_dagster.assets.automation import REPORT_CONDITION
 from themis_dagster.assets.evaluation import bias_metrics
 from themis_dagster.resources import ThemisConfig, WarehouseResource
-from themis_dagster.tasks.registry import task_names
+from themis_dagster.tasks.loader import task_names
 from themis_dagster.warehouse import replace_table
 
 
