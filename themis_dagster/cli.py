@@ -59,8 +59,7 @@ def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> No
     get_model(models, model_id)
     overrides = load_overrides(settings.task_overrides_file)
     for task in tasks:
-        params = load_task(task, overrides.get(task)).params
-        if judge_model := getattr(params, "judge_model", None):
+        if judge_model := load_task(task, overrides.get(task)).judge_model:
             get_model(models, judge_model)
 
 

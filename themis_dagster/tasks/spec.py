@@ -6,7 +6,8 @@ A task module provides:
 - ``load_items(files, params) -> list[Item]``: benchmark rows as items;
 - ``build_requests(items, params, templates) -> list[Request]``: what the engine is asked;
 - ``judge(items, requests, responses, params) -> list[Judgment]``: one judgment per item;
-- ``compute_metrics(judgments, params) -> list[MetricValue]``: metric values with CIs.
+- ``compute_metrics(judgments, params) -> list[MetricValue]``: metric values with CIs;
+- optionally ``SECOND_OPINION``: a ``SecondOpinion`` (another model re-judges what the rules left open).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -143,3 +144,28 @@ class TaskModule(Protocol):
     ) -> list[Judgment]: ...
 
     def compute_metrics(self, judgments: list[Judgment], params: Any) -> list[MetricValue]: ...
+
+
+@runtime_checkable
+class SecondOpinion(Protocol):
+    """An optional step after ``judge``: another registered model re-judges what the task's rules left open.
+
+    A task module declares one as ``SECOND_OPINION`` (LangBiTe's useLLMEval). The judgments
+    stage asks it only when ``judge_model(params)`` names a model, and answers ``requests``
+    with that model's engine; the judge is checked against the model registry before any
+    engine starts.
+    """
+
+    def judge_model(self, params: Any) -> str | None:
+        """The registered model id of the judge in these parameters (None: no second opinion)."""
+        ...
+
+    def requests(self, judgments: list[Judgment], params: Any) -> list[Request]:
+        """What the judge is asked about these judgments (may be empty)."""
+        ...
+
+    def apply(
+        self, judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Any
+    ) -> list[Judgment]:
+        """The judgments re-decided with the judge's answers."""
+        ...
