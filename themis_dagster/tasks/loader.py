@@ -1,4 +1,4 @@
-"""Finds task files by name, validates them and their parameters, and loads their modules."""
+"""Finds task files by name, validates them (includes merged) and their parameters, and loads their modules."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from themis_dagster.registry.models import ConfigError, format_validation_error
+from themis_dagster.tasks.declaration import read_declaration
 from themis_dagster.tasks.spec import SecondOpinion, TaskModule, TaskParams, TaskSpec
 
 TASKS_DIR = Path(__file__).resolve().parent
@@ -44,6 +45,7 @@ class LoadedTask:
 
 
 def _task_files(root: Path) -> dict[str, Path]:
+    """Task files by the name their own ``task:`` key gives; include-only bases and templates are not tasks."""
     found: dict[str, Path] = {}
     for path in sorted(root.rglob("*.yaml")):
         if path.name.endswith("templates.yaml"):
@@ -69,10 +71,12 @@ def task_names(root: Path = TASKS_DIR) -> list[str]:
 
 
 def _load_spec(path: Path) -> TaskSpec:
+    """The task file's declaration, merged with the files it includes, validated."""
+    declaration = read_declaration(path)
     try:
-        return TaskSpec.model_validate(yaml.safe_load(path.read_text()))
+        return TaskSpec.model_validate(declaration.fields)
     except ValidationError as error:
-        raise ConfigError(format_validation_error(error, str(path))) from None
+        raise ConfigError(format_validation_error(error, declaration.origin)) from None
 
 
 def _load_templates(spec: TaskSpec, task_file: Path) -> dict[str, str]:
