@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 from themis_dagster.registry.models import ConfigError
+from themis_dagster.tasks.crows_pairs import utils as crows_pairs
+from themis_dagster.tasks.genderbench import direct
+from themis_dagster.tasks.genderbench.probe import Probe
 from themis_dagster.tasks.langbite import utils as langbite
 from themis_dagster.tasks.loader import load_task, task_files, task_names
 
@@ -132,14 +135,33 @@ def test_second_opinion_is_declared_by_the_task() -> None:
     assert load_task("langbite_example", {"judge_model": JUDGE}).judge_model == JUDGE
 
 
-def test_a_malformed_second_opinion_names_the_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "odd_opinion_task.py").write_text(
-        "from themis_dagster.tasks.crows_pairs.utils import *  # noqa: F403\nSECOND_OPINION = 'not a protocol'\n"
+def odd_task(folder: Path, module: str, source: str) -> Path:
+    """A crows_pairs-like task in ``folder`` whose module adds ``source`` to crows_pairs' functions."""
+    folder.mkdir()
+    (folder / f"{module}.py").write_text(
+        f"from themis_dagster.tasks.crows_pairs.utils import *  # noqa: F403\n{source}\n"
     )
-    (tmp_path / "odd.yaml").write_text(
+    (folder / "odd.yaml").write_text(
         "task: odd\ndescription: odd\ndataset: crows_pairs\nfiles: [crows_pairs_anonymized.csv]\n"
-        "request_type: loglikelihood\nmodule: odd_opinion_task\nmetrics: [{name: pct_stereotype}]\n"
+        f"request_type: loglikelihood\nmodule: {module}\nmetrics: [{{name: pct_stereotype}}]\n"
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
+    return folder
+
+
+def test_a_malformed_second_opinion_names_the_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = odd_task(tmp_path / "opinion", "odd_opinion_task", "SECOND_OPINION = 'not a protocol'")
+    monkeypatch.syspath_prepend(str(root))
     with pytest.raises(ConfigError, match=r"odd_opinion_task\.SECOND_OPINION"):
-        load_task("odd", root=tmp_path)
+        load_task("odd", root=root)
+
+
+def test_a_probe_module_declares_its_task_functions() -> None:
+    assert load_task("gb_direct").module is direct.TASK and isinstance(direct.TASK, Probe)
+    assert load_task("crows_pairs").module is crows_pairs  # a module that defines its functions itself
+
+
+def test_a_malformed_task_declaration_names_the_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = odd_task(tmp_path / "declared", "odd_declared_task", "TASK = 'not a task'")
+    monkeypatch.syspath_prepend(str(root))
+    with pytest.raises(ConfigError, match=r"odd_declared_task: expected Params, load_items"):
+        load_task("odd", root=root)

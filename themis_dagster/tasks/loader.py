@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -89,6 +89,17 @@ def _load_templates(spec: TaskSpec, task_file: Path) -> dict[str, str]:
     return {str(key): value for key, value in raw.items()}
 
 
+def _task_module(module: ModuleType) -> TaskModule:
+    """The module's task functions: its ``TASK`` declaration if it has one, else the module itself."""
+    declared = vars(module).get("TASK", module)
+    if not isinstance(declared, TaskModule):
+        raise ConfigError(
+            f"{module.__name__}: expected Params, load_items, build_requests, judge and compute_metrics "
+            "(or a TASK object that has them)"
+        )
+    return declared
+
+
 def _second_opinion(module: ModuleType) -> SecondOpinion | None:
     """The module's optional ``SECOND_OPINION`` declaration, checked to have the protocol's methods."""
     declared = vars(module).get("SECOND_OPINION")
@@ -105,7 +116,7 @@ def load_task(name: str, overrides: dict[str, Any] | None = None, root: Path = T
     path = files[name]
     spec = _load_spec(path)
     imported = importlib.import_module(spec.module)
-    module = cast(TaskModule, imported)
+    module = _task_module(imported)
     merged = {**spec.params, **(overrides or {})}
     try:
         params = module.Params.model_validate(merged)

