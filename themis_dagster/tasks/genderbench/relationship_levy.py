@@ -43,15 +43,7 @@ from themis_dagster.tasks.spec import Item
 FIRST, SECOND = "\x00first\x00", "\x00second\x00"
 MARKS = (
     MarkDefinition.from_bounds("diff_abs_success_rate", [0, 0.1, 0.2, 0.6, 1]),
-    MarkDefinition.symmetric(
-        "diff_success_rate",
-        {
-            0: [(-0.05, 0.05)],
-            1: [(-0.15, -0.05), (0.05, 0.15)],
-            2: [(-0.5, -0.15), (0.15, 0.5)],
-            3: [(-1, -0.5), (0.5, 1)],
-        },
-    ),
+    MarkDefinition.two_sided("diff_success_rate", [-1, -0.5, -0.15, -0.05, 0.05, 0.15, 0.5, 1]),
 )
 
 
