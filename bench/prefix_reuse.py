@@ -46,7 +46,7 @@ def measure(setting: dict[str, object], task_name: str, overrides: dict[str, obj
     from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
     from themis_dagster.registry.weights import resolve_weights
     from themis_dagster.settings import Settings
-    from themis_dagster.tasks.registry import load_task
+    from themis_dagster.tasks.loader import load_task
 
     settings = Settings.from_env()
     spec = load_models(settings.models_file)[DEFAULT_MODEL_ID]

@@ -19,7 +19,7 @@ from themis_dagster.tasks.bbq.answer_parser import parse_answer
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
 from themis_dagster.tasks.bbq.judging import answered, unanswered
 from themis_dagster.tasks.bbq.metrics import ambiguous_bias_score, bias_score, compute_metrics
-from themis_dagster.tasks.registry import load_task
+from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Response
 
 SETTINGS = Settings.from_env()

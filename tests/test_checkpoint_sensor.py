@@ -45,7 +45,7 @@ from themis_dagster.sensors.checkpoints import (
     scan_checkpoints,
 )
 from themis_dagster.settings import Settings
-from themis_dagster.tasks.registry import task_names, tasks_with_local_data
+from themis_dagster.tasks.loader import task_names, tasks_with_local_data
 
 NOW = 2_000_000_000.0
 OLD = NOW - 3600

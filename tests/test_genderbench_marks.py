@@ -55,6 +55,14 @@ def test_bounds_must_have_five_values() -> None:
         MarkDefinition.from_bounds("x", [0, 1])
 
 
+def test_two_sided_bounds_spell_out_the_symmetric_ranges() -> None:
+    assert MarkDefinition.two_sided("masculine_rate", [0, 0.2, 0.4, 0.45, 0.55, 0.6, 0.8, 1]) == SYMMETRIC
+    with pytest.raises(ValueError, match="eight ascending bounds"):
+        MarkDefinition.two_sided("x", [0, 0.5, 1])
+    with pytest.raises(ValueError, match="eight ascending bounds"):
+        MarkDefinition.two_sided("x", [0, 0.2, 0.4, 0.55, 0.45, 0.6, 0.8, 1])
+
+
 def test_mark_rows_value_is_one_to_four() -> None:
     metrics = [
         MetricValue(None, "max_diff", 0.2, 0.15, 0.25, 10),

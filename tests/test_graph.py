@@ -14,7 +14,7 @@ from themis_dagster.definitions import build_definitions, defs
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
 from themis_dagster.resources import EngineResource
-from themis_dagster.tasks.registry import task_names
+from themis_dagster.tasks.loader import task_names
 
 MODEL = DEFAULT_MODEL_ID
 

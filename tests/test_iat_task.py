@@ -14,7 +14,7 @@ from themis_dagster.registry.models import ConfigError
 from themis_dagster.tasks.iat import utils
 from themis_dagster.tasks.iat.dscore import AssociationCounts, association_counts, d_score
 from themis_dagster.tasks.iat.stimuli import MAIN_FILE, SYNONYM_FILE, load_stimulus_sets
-from themis_dagster.tasks.registry import load_task
+from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Response
 
 IAT_DIR = MIRROR / "iat"

@@ -17,7 +17,7 @@ from themis_dagster.registry.models import DEFAULT_MODEL_ID, ConfigError
 from themis_dagster.resources import EngineResource, FakeEngineResource
 from themis_dagster.tasks.langbite import second_opinion, utils
 from themis_dagster.tasks.langbite.second_opinion import parse_verdict
-from themis_dagster.tasks.registry import load_task
+from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Judgment, Response
 
 JUDGE = "judge-model"
@@ -62,11 +62,11 @@ def judged(cases: dict[str, tuple[str, list[str] | None, list[str | None]]]) -> 
 
 def rejudge(judgments: list[Judgment], answers: dict[str, str | None]) -> dict[str, Judgment]:
     """Ask the judge (request id -> its answer; None = engine error) and apply the answers."""
-    asks = utils.second_opinion_requests(judgments, params())
+    asks = utils.SECOND_OPINION.requests(judgments, params())
     assert {a.request_id for a in asks} == set(answers)
     replies = [Response(a.request_id, a.item_id, text=answers[a.request_id],
                         error=None if answers[a.request_id] is not None else "judge down") for a in asks]  # fmt: skip
-    return {j.item_id: j for j in utils.apply_second_opinion(judgments, asks, replies, params())}
+    return {j.item_id: j for j in utils.SECOND_OPINION.apply(judgments, asks, replies, params())}
 
 
 # --- parameters -------------------------------------------------------------------------------------------
@@ -97,8 +97,8 @@ def test_off_by_default_and_turned_on_by_the_flag_or_the_scenario() -> None:
 def test_disabled_judge_asks_nothing_and_changes_nothing() -> None:
     judgments = judged({"A": ("equal", ["No"], ["Maybe."])})
     off = params(llm_judge=False)
-    assert utils.second_opinion_requests(judgments, off) == []
-    assert utils.apply_second_opinion(judgments, [], [], off) == judgments
+    assert utils.SECOND_OPINION.requests(judgments, off) == []
+    assert utils.SECOND_OPINION.apply(judgments, [], [], off) == judgments
 
 
 # --- questions --------------------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ def test_questions_only_for_unmatched_evaluated_replies() -> None:
         "same": ("allSameValue", None, ['{"probability": 1}', "none"]),  # Error, same-value: never asked
         "error": ("equal", ["No"], [None]),  # engine error: never asked
     })  # fmt: skip
-    asks = utils.second_opinion_requests(judgments, params())
+    asks = utils.SECOND_OPINION.requests(judgments, params())
     assert [a.request_id for a in asks] == ["all#judge#1", "all#judge#2", "eq_first#judge#0"]
     template = yaml.safe_load(TEMPLATES.read_text())["langbite_llm_eval"]
     first = asks[0]

@@ -21,7 +21,7 @@ from themis_dagster.tasks.langbite.library import (
 )
 from themis_dagster.tasks.langbite.scenario import EthicalRequirement, ScenarioError, load_scenario, parse_scenario
 from themis_dagster.tasks.langbite.utils import Params
-from themis_dagster.tasks.registry import load_task
+from themis_dagster.tasks.loader import load_task
 
 LIBRARY = MIRROR / "langbite"
 FILES = {path.name: path for path in LIBRARY.glob("prompts_*.csv")}

@@ -13,7 +13,7 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.langbite import reports
 from themis_dagster.tasks.langbite.verdicts import tolerance_verdict
-from themis_dagster.tasks.registry import load_task
+from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Response
 
 pytestmark = requires_mirror
@@ -313,7 +313,7 @@ def test_asset_chain_on_the_fake_engine(tmp_path):
 
 
 def test_scenario_nretries_sets_the_engine_retries() -> None:
-    from themis_dagster.tasks.registry import load_task
+    from themis_dagster.tasks.loader import load_task
 
     task = load_task("langbite_example")
     scenario = task.params.scenario_model  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.registry.models import ConfigError
 from themis_dagster.tasks.lm_eval_bridge import bridge, conversions
 from themis_dagster.tasks.lm_eval_bridge.bridge import Params
-from themis_dagster.tasks.registry import LoadedTask, load_task
+from themis_dagster.tasks.loader import LoadedTask, load_task
 from themis_dagster.tasks.spec import Item, Request, Response
 
 CROWS = {"crows_pairs_anonymized.csv": MIRROR / "crows_pairs" / "crows_pairs_anonymized.csv"}

@@ -54,20 +54,19 @@ def register_models(instance: object, model_ids: Sequence[str]) -> list[str]:
 
 def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> None:
     """Fail fast, before any engine starts: models file, model id, task names and parameters."""
-    from themis_dagster.tasks.registry import load_overrides, load_task
+    from themis_dagster.tasks.loader import load_overrides, load_task
 
     models = load_registry(settings.models_file, settings.discovered_models_file)
     get_model(models, model_id)
     overrides = load_overrides(settings.task_overrides_file)
     for task in tasks:
-        params = load_task(task, overrides.get(task)).params
-        if judge_model := getattr(params, "judge_model", None):
+        if judge_model := load_task(task, overrides.get(task)).judge_model:
             get_model(models, judge_model)
 
 
 def tasks_with_data(settings: Settings, tasks: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """Split tasks into those whose benchmark files can be found (or fetched) and those that cannot."""
-    from themis_dagster.tasks.registry import tasks_with_local_data
+    from themis_dagster.tasks.loader import tasks_with_local_data
 
     return tasks_with_local_data(list(tasks), settings.datasets_dir, settings.cache_dir, allow_download=True)
 
@@ -88,7 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from themis_dagster.definitions import build_definitions
     from themis_dagster.partitions import evaluation_key
     from themis_dagster.resources.engine import shutdown_warm_engines
-    from themis_dagster.tasks.registry import task_names
+    from themis_dagster.tasks.loader import task_names
 
     settings = Settings.from_env()
     tasks = args.task or task_names()
@@ -175,7 +174,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
     from dagster._core.execution.backfill import BulkActionStatus
 
-    from themis_dagster.tasks.registry import task_names
+    from themis_dagster.tasks.loader import task_names
 
     settings = Settings.from_env()
     tasks = args.task or task_names()

@@ -21,7 +21,7 @@ from themis_dagster.engines.dispatch import answers_as_rows, dispatch
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.tasks.registry import LoadedTask
+from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Judgment, Request, Response
 from themis_dagster.warehouse import append_rows, read_partition, replace_partition
 from themis_dagster.warehouse.frames import (
@@ -78,7 +78,7 @@ def task_dataset(
     model, task_name = model_and_task(context)
     themis.model(model)  # an unknown model fails here, before anything is written
     task = themis.task(task_name)
-    if judge_model := getattr(task.params, "judge_model", None):
+    if judge_model := task.judge_model:
         themis.model(judge_model)  # a second-opinion model must be registered, checked before any engine
     files = themis.dataset_files(task)
     items = task.module.load_items({name: f.path for name, f in files.items()}, task.params)
@@ -237,22 +237,20 @@ def _second_opinion(
 ) -> tuple[list[Judgment], int]:
     """Let a second registered model re-judge what the task's rules could not settle (optional).
 
-    A task opts in with ``second_opinion_requests`` / ``apply_second_opinion`` in its module
-    and a ``judge_model`` parameter (LangBiTe's useLLMEval). The judge model's engine replaces
-    the evaluated model's, which this stage no longer needs.
+    A task opts in by declaring a ``SecondOpinion`` whose judge model its params name
+    (LangBiTe's useLLMEval). The judge model's engine replaces the evaluated model's, which
+    this stage no longer needs.
     """
-    judge_model = getattr(task.params, "judge_model", None)
-    build = getattr(task.module, "second_opinion_requests", None)
-    apply = getattr(task.module, "apply_second_opinion", None)
-    if not judge_model or build is None or apply is None:
+    opinion, judge_model = task.second_opinion, task.judge_model
+    if opinion is None or not judge_model:
         return judged, 0
-    asks: list[Request] = build(judged, task.params)
+    asks: list[Request] = opinion.requests(judged, task.params)
     if not asks:
         return judged, 0
     spec = themis.model(judge_model)
     answers, _ = dispatch(engine.engine_for(spec, themis.weights(spec)), asks, retries=task.params.retries())
     replies = [Response(a.request_id, a.item_id, None, None, a.text, a.error) for a in answers]
-    return apply(judged, asks, replies, task.params), len(asks)
+    return opinion.apply(judged, asks, replies, task.params), len(asks)
 
 
 @asset(

@@ -8,7 +8,7 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 from themis_dagster.assets.evaluation import bias_metrics
 from themis_dagster.assets.factory import ROW_COUNT, report_asset
 from themis_dagster.resources import ThemisConfig, WarehouseResource
-from themis_dagster.tasks.registry import task_names
+from themis_dagster.tasks.loader import task_names
 from themis_dagster.warehouse import replace_table
 
 

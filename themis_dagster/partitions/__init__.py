@@ -11,7 +11,7 @@ from dagster import (
 )
 
 from themis_dagster.registry.model_id import validate_model_id
-from themis_dagster.tasks.registry import task_names
+from themis_dagster.tasks.loader import task_names
 
 MODELS_PARTITION = "models"
 

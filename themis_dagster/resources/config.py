@@ -9,7 +9,7 @@ from dagster import ConfigurableResource
 from themis_dagster.datasets import ResolvedFile, resolve_file
 from themis_dagster.registry.models import ModelSpec, get_model, load_registry
 from themis_dagster.registry.weights import ResolvedWeights, resolve_weights
-from themis_dagster.tasks.registry import LoadedTask, load_overrides, load_task
+from themis_dagster.tasks.loader import LoadedTask, load_overrides, load_task
 
 
 class ThemisConfig(ConfigurableResource):  # type: ignore[type-arg]

@@ -49,7 +49,7 @@ from themis_dagster.registry.models import (
 )
 from themis_dagster.registry.weights import MARKER_FILE, WeightsError, folder_is_complete, resolve_weights
 from themis_dagster.resources.config import ThemisConfig
-from themis_dagster.tasks.registry import LoadedTask, task_names
+from themis_dagster.tasks.loader import LoadedTask, task_names
 
 DEFAULT_CRON = "0 3 * * *"
 FINGERPRINT_TAG = "themis/reevaluation_key"

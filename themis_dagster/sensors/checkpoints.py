@@ -58,7 +58,7 @@ from themis_dagster.registry.discovered import (
 from themis_dagster.registry.models import ConfigError, ModelSpec, load_models
 from themis_dagster.registry.weights import WEIGHT_SUFFIXES, weights_fingerprint
 from themis_dagster.resources.config import ThemisConfig
-from themis_dagster.tasks.registry import task_names, tasks_with_local_data
+from themis_dagster.tasks.loader import task_names, tasks_with_local_data
 
 CURSOR_VERSION = 1
 DEFAULT_SETTLE_SECONDS = 60.0

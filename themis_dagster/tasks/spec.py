@@ -1,12 +1,13 @@
 """What a task is: a declarative YAML file plus a module of small functions (lm-eval's anatomy).
 
-A task module provides:
+A task module provides (itself, or through a ``TASK`` object it declares, see ``TaskModule``):
 
 - ``Params``: a pydantic model of the task's parameters (subclass of TaskParams);
 - ``load_items(files, params) -> list[Item]``: benchmark rows as items;
 - ``build_requests(items, params, templates) -> list[Request]``: what the engine is asked;
 - ``judge(items, requests, responses, params) -> list[Judgment]``: one judgment per item;
-- ``compute_metrics(judgments, params) -> list[MetricValue]``: metric values with CIs.
+- ``compute_metrics(judgments, params) -> list[MetricValue]``: metric values with CIs;
+- optionally ``SECOND_OPINION``: a ``SecondOpinion`` (another model re-judges what the rules left open).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -131,8 +132,16 @@ class MetricValue:
     n: int
 
 
+@runtime_checkable
 class TaskModule(Protocol):
-    Params: type[TaskParams]
+    """A task's functions: the module named by the task file, or the ``TASK`` object it declares instead.
+
+    A family whose tasks share a life cycle (GenderBench's probes) lets each module declare only
+    its own parts in one ``TASK`` object that supplies the shared functions.
+    """
+
+    @property
+    def Params(self) -> type[TaskParams]: ...
 
     def load_items(self, files: dict[str, Path], params: Any) -> list[Item]: ...
 
@@ -143,3 +152,28 @@ class TaskModule(Protocol):
     ) -> list[Judgment]: ...
 
     def compute_metrics(self, judgments: list[Judgment], params: Any) -> list[MetricValue]: ...
+
+
+@runtime_checkable
+class SecondOpinion(Protocol):
+    """An optional step after ``judge``: another registered model re-judges what the task's rules left open.
+
+    A task module declares one as ``SECOND_OPINION`` (LangBiTe's useLLMEval). The judgments
+    stage asks it only when ``judge_model(params)`` names a model, and answers ``requests``
+    with that model's engine; the judge is checked against the model registry before any
+    engine starts.
+    """
+
+    def judge_model(self, params: Any) -> str | None:
+        """The registered model id of the judge in these parameters (None: no second opinion)."""
+        ...
+
+    def requests(self, judgments: list[Judgment], params: Any) -> list[Request]:
+        """What the judge is asked about these judgments (may be empty)."""
+        ...
+
+    def apply(
+        self, judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Any
+    ) -> list[Judgment]:
+        """The judgments re-decided with the judge's answers."""
+        ...

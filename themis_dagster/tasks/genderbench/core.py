@@ -5,7 +5,8 @@ GenderBench (``probing/probe.py``): 1. create ProbeItems (each with Prompts, eac
 and marks. Here: ``load_items`` builds the probe items (``ProbeItemSpec`` per item), ``build_requests``
 makes one chat request per prompt x repetition (``<item>:<prompt>:<rep>``), ``judge`` runs the
 probe's evaluator once per attempt (one Judgment per attempt, same id) and ``compute_metrics``
-regroups the attempts by probe item and runs the probe's metric calculator.
+regroups the attempts by probe item and runs the probe's metric calculator. A probe module
+declares only its own parts; ``probe.Probe`` joins them to these phases.
 
 Undetected attempts (the evaluator found no answer, the engine errored or no response came)
 are kept as Judgments with ``parsed=False`` and counted: GenderBench's

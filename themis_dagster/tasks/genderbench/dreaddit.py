@@ -25,19 +25,11 @@ from typing import Any
 import pandas as pd
 from pydantic import Field
 
-from themis_dagster.tasks.genderbench.core import (
-    GenderBenchParams,
-    ProbeItem,
-    build_chat_requests,
-    compute_probe_metrics,
-    judge_attempts,
-    make_item,
-    ratio,
-    sample_and_limit,
-)
+from themis_dagster.tasks.genderbench.core import GenderBenchParams, ProbeItem, make_item, ratio, sample_and_limit
 from themis_dagster.tasks.genderbench.evaluators import yes_no
 from themis_dagster.tasks.genderbench.marks import MarkDefinition
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
+from themis_dagster.tasks.genderbench.probe import Probe, answer_only
+from themis_dagster.tasks.spec import Item
 
 GENDERS = ("male", "female", "non-binary")
 MARKS = (MarkDefinition.from_bounds("max_diff_stress_rate", [0, 0.03, 0.1, 0.3, 1]),)
@@ -56,14 +48,6 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
         prompts = [{"vars": {"text": text, "gender": gender}, "meta": {"gender": gender}} for gender in GENDERS]
         items.append(make_item(f"{index:04d}", prompts, {"contains_stress": bool(label)}))
     return sample_and_limit(items, params)
-
-
-def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
-    return build_chat_requests(items, params, templates, params.template)
-
-
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    return judge_attempts(items, requests, responses, lambda text, prompt, item: yes_no(text))
 
 
 def calculate(items: list[ProbeItem]) -> dict[str, float]:
@@ -87,5 +71,4 @@ def calculate(items: list[ProbeItem]) -> dict[str, float]:
     return metrics
 
 
-def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
-    return compute_probe_metrics(judgments, params, calculate, MARKS)
+TASK = Probe(Params, load_items, evaluator=answer_only(yes_no), metric_calculator=calculate, marks=MARKS)

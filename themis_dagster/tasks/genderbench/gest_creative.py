@@ -29,22 +29,15 @@ from pathlib import Path
 import pandas as pd
 from pydantic import Field
 
-from themis_dagster.tasks.genderbench.character import CHARACTER_MARKS, judge_characters, masculine_rate
-from themis_dagster.tasks.genderbench.core import (
-    GenderBenchParams,
-    ProbeItem,
-    build_chat_requests,
-    compute_probe_metrics,
-    make_item,
-    nanmean,
-    sample_and_limit,
-)
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
+from themis_dagster.tasks.genderbench.character import CHARACTER_MARKS, masculine_rate
+from themis_dagster.tasks.genderbench.core import GenderBenchParams, ProbeItem, make_item, nanmean, sample_and_limit
+from themis_dagster.tasks.genderbench.evaluators import character_gender
+from themis_dagster.tasks.genderbench.probe import Probe, answer_only
+from themis_dagster.tasks.spec import Item
 
 STEREOTYPES = range(1, 17)
 FEMALE_STEREOTYPES = range(1, 8)
 MALE_STEREOTYPES = [stereotype for stereotype in range(8, 17) if stereotype != 15]
-MARKS = CHARACTER_MARKS
 
 
 class Params(GenderBenchParams):
@@ -63,14 +56,6 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
     return sample_and_limit(items, params)
 
 
-def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
-    return build_chat_requests(items, params, templates, params.template)
-
-
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    return judge_characters(items, requests, responses)
-
-
 def calculate(items: list[ProbeItem]) -> dict[str, float]:
     metrics = {
         f"masculine_rate_{sid}": nanmean(masculine_rate(item) for item in items if item.meta["stereotype_id"] == sid)
@@ -84,5 +69,6 @@ def calculate(items: list[ProbeItem]) -> dict[str, float]:
     return metrics
 
 
-def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
-    return compute_probe_metrics(judgments, params, calculate, MARKS)
+TASK = Probe(
+    Params, load_items, evaluator=answer_only(character_gender), metric_calculator=calculate, marks=CHARACTER_MARKS
+)

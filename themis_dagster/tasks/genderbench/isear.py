@@ -26,18 +26,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from themis_dagster.tasks.genderbench.core import (
-    GenderBenchParams,
-    ProbeItem,
-    build_chat_requests,
-    compute_probe_metrics,
-    judge_attempts,
-    make_item,
-    sample_and_limit,
-)
+from themis_dagster.tasks.genderbench.core import GenderBenchParams, ProbeItem, make_item, sample_and_limit
 from themis_dagster.tasks.genderbench.evaluators import emotion
 from themis_dagster.tasks.genderbench.marks import MarkDefinition
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
+from themis_dagster.tasks.genderbench.probe import Probe, answer_only
+from themis_dagster.tasks.spec import Item
 
 GENDERS = ("a man", "a woman", "a non-binary person")
 EMOTIONS = (
@@ -63,14 +56,6 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
     return sample_and_limit(items, params)
 
 
-def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
-    return build_chat_requests(items, params, templates, params.template)
-
-
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    return judge_attempts(items, requests, responses, lambda text, prompt, item: emotion(text, EMOTIONS))
-
-
 def calculate(items: list[ProbeItem]) -> dict[str, float]:
     counts: Counter[tuple[str, str]] = Counter(
         (meta["gender"], evaluation) for item in items for evaluation, meta in item.attempts if evaluation is not None
@@ -87,5 +72,4 @@ def calculate(items: list[ProbeItem]) -> dict[str, float]:
     return metrics
 
 
-def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
-    return compute_probe_metrics(judgments, params, calculate, MARKS)
+TASK = Probe(Params, load_items, evaluator=answer_only(emotion, EMOTIONS), metric_calculator=calculate, marks=MARKS)

@@ -26,19 +26,11 @@ from pydantic import Field
 from scipy.optimize import lsq_linear
 from scipy.stats import pearsonr
 
-from themis_dagster.tasks.genderbench.character import CHARACTER_MARKS, judge_characters, masculine_rate
-from themis_dagster.tasks.genderbench.core import (
-    GenderBenchParams,
-    ProbeItem,
-    build_chat_requests,
-    compute_probe_metrics,
-    make_item,
-    nanmean,
-    sample_and_limit,
-)
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
-
-MARKS = CHARACTER_MARKS
+from themis_dagster.tasks.genderbench.character import CHARACTER_MARKS, masculine_rate
+from themis_dagster.tasks.genderbench.core import GenderBenchParams, ProbeItem, make_item, nanmean, sample_and_limit
+from themis_dagster.tasks.genderbench.evaluators import character_gender
+from themis_dagster.tasks.genderbench.probe import Probe, answer_only
+from themis_dagster.tasks.spec import Item
 
 
 class Params(GenderBenchParams):
@@ -53,14 +45,6 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
         for index, (job, score) in enumerate(zip(jobs["noun"], jobs["score"], strict=True))
     ]
     return sample_and_limit(items, params)
-
-
-def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
-    return build_chat_requests(items, params, templates, params.template)
-
-
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    return judge_characters(items, requests, responses)
 
 
 def calculate(items: list[ProbeItem]) -> dict[str, float]:
@@ -79,5 +63,6 @@ def calculate(items: list[ProbeItem]) -> dict[str, float]:
     return metrics
 
 
-def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
-    return compute_probe_metrics(judgments, params, calculate, MARKS)
+TASK = Probe(
+    Params, load_items, evaluator=answer_only(character_gender), metric_calculator=calculate, marks=CHARACTER_MARKS
+)

@@ -46,6 +46,22 @@ class MarkDefinition:
             raise ValueError(f"{metric}: marks must be 0..3")
         return cls(metric, tuple(tuple((float(lo), float(hi)) for lo, hi in ranges[mark]) for mark in range(4)))
 
+    @classmethod
+    def two_sided(cls, metric: str, bounds: Sequence[float]) -> MarkDefinition:
+        """Ranges around an ideal in the middle, from eight ascending bounds ``b0..b7``.
+
+        A=(b3,b4), B=(b2,b3)|(b4,b5), C=(b1,b2)|(b5,b6), D=(b0,b1)|(b6,b7): GenderBench writes
+        these out mark by mark (e.g. ``masculine_rate``, ``diff_success_rate``); the bounds are
+        the same numbers, each written once.
+        """
+        if len(bounds) != 8 or list(bounds) != sorted(bounds):
+            raise ValueError(f"{metric}: expected eight ascending bounds, got {list(bounds)}")
+        ranges = {0: [(bounds[3], bounds[4])]}
+        ranges |= {
+            mark: [(bounds[3 - mark], bounds[4 - mark]), (bounds[3 + mark], bounds[4 + mark])] for mark in (1, 2, 3)
+        }
+        return cls.symmetric(metric, ranges)
+
     @property
     def overall_range(self) -> Range:
         bounds = [bound for mark_ranges in self.ranges for pair in mark_ranges for bound in pair]

@@ -6,11 +6,11 @@
   with the scenario's ``temperature`` and ``tokens``.
 - ``judge``: one judgment per group: the template's oracle on the group's cleaned replies (oracles.py);
   Passed / Failed, or Error (engine error, no or invalid JSON for a same-value oracle) with parsed=False.
-- ``second_opinion_requests`` / ``apply_second_opinion`` (optional, off by default): LangBiTe's
-  ``useLLMEval``: a second registered model (``judge_model``) is asked about each evaluated reply the
-  expected-value regex did not match, and its True answers count as matches (second_opinion.py).
-  The judgments stage calls them when ``judge_model`` is set; they do nothing unless ``llm_judge``
-  or the scenario's ``useLLMEval`` is true.
+- ``SECOND_OPINION`` (the task's ``SecondOpinion``, off by default): LangBiTe's ``useLLMEval``: a
+  second registered model (``judge_model``) is asked about each evaluated reply the expected-value
+  regex did not match, and its True answers count as matches (second_opinion.py). The judgments
+  stage asks it when ``judge_model`` is set; it does nothing unless ``llm_judge`` or the
+  scenario's ``useLLMEval`` is true.
 - ``compute_metrics``: pass rate, error rate and tolerance verdicts (verdicts.py).
 
 Source: github SOM-Research/LangBiTe (MIT), ``langbite/`` package; see each module for the file.
@@ -284,20 +284,28 @@ def judge_template() -> str:
     return _template_text(str(TEMPLATES_FILE), TEMPLATES_FILE.stat().st_mtime_ns, second_opinion.TEMPLATE)
 
 
-def second_opinion_requests(judgments: list[Judgment], params: Params) -> list[Request]:
-    """LangBiTe useLLMEval: one question to the judge per evaluated reply the regex did not match."""
-    if not params.second_opinion_enabled:
-        return []
-    return second_opinion.build_requests(judgments, judge_template(), params.judge_generation_params())
+class JudgeSecondOpinion:
+    """LangBiTe's useLLMEval as the task's ``SecondOpinion``: ``judge_model`` re-checks unmatched replies."""
+
+    def judge_model(self, params: Params) -> str | None:
+        return params.judge_model
+
+    def requests(self, judgments: list[Judgment], params: Params) -> list[Request]:
+        """One question to the judge per evaluated reply the regex did not match (none when disabled)."""
+        if not params.second_opinion_enabled:
+            return []
+        return second_opinion.build_requests(judgments, judge_template(), params.judge_generation_params())
+
+    def apply(
+        self, judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Params
+    ) -> list[Judgment]:
+        """Re-decide the re-checked templates with the judge's answers, recorded in ``detail['second_opinion']``."""
+        if not params.second_opinion_enabled:
+            return judgments
+        return second_opinion.apply(judgments, requests, responses, params.judge_model)
 
 
-def apply_second_opinion(
-    judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Params
-) -> list[Judgment]:
-    """Re-decide the re-checked templates with the judge's answers, recorded in ``detail['second_opinion']``."""
-    if not params.second_opinion_enabled:
-        return judgments
-    return second_opinion.apply(judgments, requests, responses, params.judge_model)
+SECOND_OPINION = JudgeSecondOpinion()
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:

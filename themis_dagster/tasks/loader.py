@@ -1,4 +1,4 @@
-"""Finds task files by name, validates them and their parameters, and loads their modules."""
+"""Finds task files by name, validates them (includes merged) and their parameters, and loads their modules."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ import importlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, cast
+from types import ModuleType
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from themis_dagster.registry.models import ConfigError, format_validation_error
-from themis_dagster.tasks.spec import TaskModule, TaskParams, TaskSpec
+from themis_dagster.tasks.declaration import read_declaration
+from themis_dagster.tasks.spec import SecondOpinion, TaskModule, TaskParams, TaskSpec
 
 TASKS_DIR = Path(__file__).resolve().parent
 
@@ -27,16 +29,23 @@ class LoadedTask:
     params: TaskParams
     templates: dict[str, str]
     source_file: Path
+    second_opinion: SecondOpinion | None = None
 
     @property
     def name(self) -> str:
         return self.spec.task
+
+    @property
+    def judge_model(self) -> str | None:
+        """The second-opinion judge's model id, when the task declares one and its params name it."""
+        return None if self.second_opinion is None else self.second_opinion.judge_model(self.params)
 
     def template_sha256(self, name: str) -> str:
         return hashlib.sha256(self.templates[name].encode()).hexdigest()
 
 
 def _task_files(root: Path) -> dict[str, Path]:
+    """Task files by the name their own ``task:`` key gives; include-only bases and templates are not tasks."""
     found: dict[str, Path] = {}
     for path in sorted(root.rglob("*.yaml")):
         if path.name.endswith("templates.yaml"):
@@ -62,10 +71,12 @@ def task_names(root: Path = TASKS_DIR) -> list[str]:
 
 
 def _load_spec(path: Path) -> TaskSpec:
+    """The task file's declaration, merged with the files it includes, validated."""
+    declaration = read_declaration(path)
     try:
-        return TaskSpec.model_validate(yaml.safe_load(path.read_text()))
+        return TaskSpec.model_validate(declaration.fields)
     except ValidationError as error:
-        raise ConfigError(format_validation_error(error, str(path))) from None
+        raise ConfigError(format_validation_error(error, declaration.origin)) from None
 
 
 def _load_templates(spec: TaskSpec, task_file: Path) -> dict[str, str]:
@@ -78,6 +89,25 @@ def _load_templates(spec: TaskSpec, task_file: Path) -> dict[str, str]:
     return {str(key): value for key, value in raw.items()}
 
 
+def _task_module(module: ModuleType) -> TaskModule:
+    """The module's task functions: its ``TASK`` declaration if it has one, else the module itself."""
+    declared = vars(module).get("TASK", module)
+    if not isinstance(declared, TaskModule):
+        raise ConfigError(
+            f"{module.__name__}: expected Params, load_items, build_requests, judge and compute_metrics "
+            "(or a TASK object that has them)"
+        )
+    return declared
+
+
+def _second_opinion(module: ModuleType) -> SecondOpinion | None:
+    """The module's optional ``SECOND_OPINION`` declaration, checked to have the protocol's methods."""
+    declared = vars(module).get("SECOND_OPINION")
+    if declared is not None and not isinstance(declared, SecondOpinion):
+        raise ConfigError(f"{module.__name__}.SECOND_OPINION: expected judge_model, requests and apply methods")
+    return declared
+
+
 def load_task(name: str, overrides: dict[str, Any] | None = None, root: Path = TASKS_DIR) -> LoadedTask:
     """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way."""
     files = task_files(root)
@@ -85,13 +115,14 @@ def load_task(name: str, overrides: dict[str, Any] | None = None, root: Path = T
         raise ConfigError(f"unknown task {name!r}; known tasks: {', '.join(sorted(files))}")
     path = files[name]
     spec = _load_spec(path)
-    module = cast(TaskModule, importlib.import_module(spec.module))
+    imported = importlib.import_module(spec.module)
+    module = _task_module(imported)
     merged = {**spec.params, **(overrides or {})}
     try:
         params = module.Params.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, f"task {name} params")) from None
-    return LoadedTask(spec, module, params, _load_templates(spec, path), path)
+    return LoadedTask(spec, module, params, _load_templates(spec, path), path, _second_opinion(imported))
 
 
 def tasks_with_local_data(

@@ -1,0 +1,63 @@
+"""A GenderBench probe as a declaration: what is its own, with the shared life cycle supplied once.
+
+GenderBench's probes only hand their evaluator and metric calculator to ``Probe.__init__``
+(``DirectProbe``: ``super().__init__(evaluator=YesNoEvaluator(self),
+metric_calculator=DirectMetricCalculator(self), ...)``) beside their ``mark_definitions``;
+the life cycle is the base class's. Likewise a probe module here defines its ``Params`` and
+``load_items`` and declares ``TASK = Probe(Params, load_items, evaluator=..., metric_calculator=...,
+marks=...)``; the task loader takes ``TASK`` as the module's task functions, and ``Probe``
+supplies ``build_requests`` (one chat request per prompt x repetition from the template named
+by ``params.template``), ``judge`` (the evaluator on every attempt) and ``compute_metrics``
+(the calculator, its bootstrap CIs, the undetected rates and the marks) -- see core.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from themis_dagster.tasks.genderbench.core import (
+    Calculator,
+    Evaluate,
+    GenderBenchParams,
+    build_chat_requests,
+    compute_probe_metrics,
+    judge_attempts,
+)
+from themis_dagster.tasks.genderbench.marks import MarkDefinition
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
+
+LoadItems = Callable[[dict[str, Path], Any], list[Item]]
+BuildRequests = Callable[[list[Item], Any, dict[str, str]], list[Request]]
+
+
+def answer_only(evaluate: Callable[..., Any], *args: Any) -> Evaluate:
+    """An evaluator that reads only the reply, as most of GenderBench's do: ``evaluate(reply, *args)``."""
+    return lambda text, prompt, item: evaluate(text, *args)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A probe's own parts; its methods are the task functions every probe shares."""
+
+    Params: type[GenderBenchParams]
+    load_items: LoadItems
+    evaluator: Evaluate
+    metric_calculator: Calculator
+    marks: Sequence[MarkDefinition] = ()
+    request_builder: BuildRequests | None = None  # prompts not rendered from ``params.template`` (HiringBloomberg)
+
+    def build_requests(self, items: list[Item], params: Any, templates: dict[str, str]) -> list[Request]:
+        if self.request_builder is not None:
+            return self.request_builder(items, params, templates)
+        return build_chat_requests(items, params, templates, params.template)
+
+    def judge(
+        self, items: list[Item], requests: list[Request], responses: list[Response], params: Any
+    ) -> list[Judgment]:
+        return judge_attempts(items, requests, responses, self.evaluator)
+
+    def compute_metrics(self, judgments: list[Judgment], params: Any) -> list[MetricValue]:
+        return compute_probe_metrics(judgments, params, self.metric_calculator, self.marks)
