@@ -88,7 +88,7 @@ class VLLMResource(EngineResource):
     """The vLLM engine (GPU in production, vLLM's CPU build here); same code on both."""
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
-        from themis_dagster.engines.vllm_engine import VLLMEngine
+        from themis_dagster.engines.vllm.engine import VLLMEngine
 
         return VLLMEngine(spec, weights.path)
 

@@ -2,7 +2,7 @@
 
 ``OpenAIEngineResource`` points at a server someone else runs (a hosted provider, a shared
 vLLM). ``VLLMServerResource`` starts -- or attaches to -- a persistent ``vllm serve`` per model
-(``engines.vllm_server``), so successive runs in separate processes skip the engine load;
+(``engines.vllm.server``), so successive runs in separate processes skip the engine load;
 the server stops itself after ``idle_shutdown_s`` without use.
 
 Both can be built without arguments (``definitions.ENGINES[...]()``): unset fields fall back
@@ -70,7 +70,7 @@ class VLLMServerResource(EngineResource):
         return Path(self.state_dir) if self.state_dir else Settings.from_env().server_state_dir
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
-        from themis_dagster.engines.vllm_server import VLLMServerManager, serve_flags
+        from themis_dagster.engines.vllm.server import VLLMServerManager, serve_flags
 
         manager = VLLMServerManager(self.servers_dir())
         handle = manager.ensure(
