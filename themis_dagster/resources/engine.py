@@ -17,6 +17,7 @@ from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.registry.models import ApiSource, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
+from themis_dagster.resources.openai_config import openai_config_for
 
 # Engines kept alive across runs of one process (``keep_warm``), e.g. by ``themis run``,
 # which evaluates every task of a model in successive in-process runs.
@@ -40,14 +41,14 @@ class EngineResource(ConfigurableResource):  # type: ignore[misc,type-arg]
     def _build_for(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         """Models behind an API are always answered over HTTP; the others by this resource's engine."""
         if isinstance(spec.source, ApiSource):
-            from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+            from themis_dagster.engines.openai_engine import OpenAICompatibleEngine
 
-            config = OpenAIEngineConfig(
+            config = openai_config_for(
+                spec,
                 base_url=spec.source.base_url,
                 model=spec.source.model,
                 api_key_env=spec.source.api_key_env,
                 max_concurrency=spec.source.max_concurrency,
-                chat_mode="concat" if spec.chat_template is None else "chat",
             )
             return OpenAICompatibleEngine(config, model_path=weights.path)
         return self._build(spec, weights)

@@ -22,6 +22,7 @@ from themis_dagster.engines.base import Engine
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources.engine import EngineResource
+from themis_dagster.resources.openai_config import openai_config_for
 from themis_dagster.settings import Settings
 
 
@@ -41,9 +42,10 @@ class OpenAIEngineResource(EngineResource):
         if not base_url:
             raise ValueError("OpenAIEngineResource.base_url is empty and THEMIS_OPENAI_BASE_URL is not set")
         # httpx and the client are imported by runs that use them, not with the definitions
-        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine
 
-        config = OpenAIEngineConfig(
+        config = openai_config_for(
+            spec,
             base_url=base_url,
             model=self.model or os.environ.get("THEMIS_OPENAI_MODEL", "") or spec.id,
             api_key_env=self.api_key_env or os.environ.get("THEMIS_OPENAI_API_KEY_ENV") or None,
@@ -51,7 +53,6 @@ class OpenAIEngineResource(EngineResource):
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
             loglikelihood=self.loglikelihood,
-            chat_mode="concat" if spec.chat_template is None else "chat",
         )
         return OpenAICompatibleEngine(config, model_path=weights.path)
 
@@ -78,9 +79,10 @@ class VLLMServerResource(EngineResource):
         )
         state = handle.state
         # httpx and the client are imported by runs that use them, not with the definitions
-        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine
 
-        config = OpenAIEngineConfig(
+        config = openai_config_for(
+            spec,
             base_url=handle.base_url + "/v1",
             model=handle.served_model,
             max_concurrency=self.max_concurrency,
@@ -88,7 +90,6 @@ class VLLMServerResource(EngineResource):
             max_retries=self.max_retries,
             server="vllm",
             loglikelihood="prompt_logprobs",
-            chat_mode="concat" if spec.chat_template is None else "chat",
             engine_name="vllm-server",
             tokenizer_path=weights.path,  # the folder the server was started on
         )
