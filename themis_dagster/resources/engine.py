@@ -8,7 +8,7 @@ not by editing assets.
 from __future__ import annotations
 
 import threading
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
@@ -18,6 +18,7 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.registry.models import ApiSource, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources.openai_config import openai_config_for
+from themis_dagster.settings import Settings
 
 # Engines kept alive across runs of one process (``keep_warm``), e.g. by ``themis run``,
 # which evaluates every task of a model in successive in-process runs.
@@ -34,6 +35,11 @@ class EngineResource(ConfigurableResource):  # type: ignore[misc,type-arg]
     _key: tuple[str, str] | None = PrivateAttr(default=None)
     _loaded_now: bool = PrivateAttr(default=False)
     loads: ClassVar[int] = 0  # engines built by this process (tests count loads with it)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, keep_warm: bool = False) -> Self:
+        """This resource for a deployment; a resource with settings of its own reads them here."""
+        return cls(keep_warm=keep_warm)
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         raise NotImplementedError

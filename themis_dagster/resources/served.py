@@ -5,7 +5,7 @@ vLLM). ``VLLMServerResource`` starts -- or attaches to -- a persistent ``vllm se
 (``engines.vllm.server``), so successive runs in separate processes skip the engine load;
 the server stops itself after ``idle_shutdown_s`` without use.
 
-Both can be built without arguments (``definitions.ENGINES[...]()``): unset fields fall back
+Both can be built without arguments (``engine_resource_class(name)()``): unset fields fall back
 to environment variables (``THEMIS_OPENAI_BASE_URL``, ``THEMIS_OPENAI_MODEL``,
 ``THEMIS_OPENAI_API_KEY_ENV``; ``THEMIS_CACHE_DIR`` for the server state directory).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import Field
 
@@ -66,6 +66,15 @@ class VLLMServerResource(EngineResource):
     max_concurrency: int = Field(default=32, ge=1, le=1024)
     timeout_s: float = Field(default=600.0, gt=0.0)
     max_retries: int = Field(default=3, ge=0, le=20)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, keep_warm: bool = False) -> Self:
+        """The deployment's server state folder and idle time (``THEMIS_SERVER_*``)."""
+        return cls(
+            keep_warm=keep_warm,
+            state_dir=str(settings.server_state_dir),
+            idle_shutdown_s=settings.server_idle_shutdown_s,
+        )
 
     def servers_dir(self) -> Path:
         return Path(self.state_dir) if self.state_dir else Settings.from_env().server_state_dir
