@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from themis_dagster.datasets import resolve_file  # noqa: E402
-from themis_dagster.engines.vllm_engine import configure_cpu_threads  # noqa: E402
-from themis_dagster.engines.vllm_server import VLLMServerManager  # noqa: E402
+from themis_dagster.engines.vllm.engine import configure_cpu_threads  # noqa: E402
+from themis_dagster.engines.vllm.server import VLLMServerManager  # noqa: E402
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models  # noqa: E402
 from themis_dagster.registry.weights import resolve_weights  # noqa: E402
 from themis_dagster.settings import Settings  # noqa: E402

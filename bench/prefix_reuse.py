@@ -1,7 +1,7 @@
 """Benchmark: a task's requests with and without reading vLLM's prefix cache (engine alone).
 
 BBQ asks for three answers after the same context, so two of every three requests can read
-the context's KV blocks from vLLM's prefix cache (themis_dagster/engines/prefix_reuse.py).
+the context's KV blocks from vLLM's prefix cache (themis_dagster/engines/vllm/prefix_reuse.py).
 Builds a task's requests exactly as the task does (default ``bbq``, ``--overrides`` as task
 parameters: ``{"limit": 200}`` items per category), then times the engine on them
 (``dispatch``, as the ``raw_responses`` asset does) in a fresh process per setting:
@@ -42,7 +42,7 @@ def measure(setting: dict[str, object], task_name: str, overrides: dict[str, obj
     sys.path.insert(0, str(ROOT))
     from themis_dagster.datasets import resolve_file
     from themis_dagster.engines.dispatch import dispatch
-    from themis_dagster.engines.vllm_engine import VLLMEngine
+    from themis_dagster.engines.vllm.engine import VLLMEngine
     from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
     from themis_dagster.registry.weights import resolve_weights
     from themis_dagster.settings import Settings

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from dagster import DagsterInstance
 
-from themis_dagster.resources import FakeEngineResource, ThemisConfig, VLLMResource, WarehouseResource
+from themis_dagster.resources import ThemisConfig, WarehouseResource, engine_resource_class
 from themis_dagster.settings import Settings
 
 SETTINGS = Settings.from_env()
@@ -45,11 +45,10 @@ def make_resources(
         reports_dir=str(warehouse_path.parent / "reports"),
         allow_downloads=False,
     )
-    engines = {"fake": FakeEngineResource, "vllm": VLLMResource}
     return {
         "themis": themis,
         "warehouse": WarehouseResource(database=str(warehouse_path)),
-        "engine": engines[engine](keep_warm=keep_warm),
+        "engine": engine_resource_class(engine)(keep_warm=keep_warm),
     }
 
 

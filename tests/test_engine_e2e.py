@@ -162,8 +162,8 @@ def test_default_model_is_the_packaged_one() -> None:
 
 
 def test_cpu_engine_gets_a_kv_cache_sized_in_tokens(engine) -> None:  # type: ignore[no-untyped-def]
-    """vLLM received the token-sized cache (engines/kv_cache.py), not 0.3 of host memory."""
-    from themis_dagster.engines.kv_cache import CPU_DEFAULT_KV_CACHE_TOKENS
+    """vLLM received the token-sized cache (engines/vllm/kv_cache.py), not 0.3 of host memory."""
+    from themis_dagster.engines.vllm.kv_cache import CPU_DEFAULT_KV_CACHE_TOKENS
 
     if engine.info.settings["device"] != "cpu":
         pytest.skip("GPU hosts keep vLLM's memory fraction")
@@ -176,7 +176,7 @@ def test_answers_after_a_shared_context_read_it_from_the_prefix_cache(engine) ->
     """Answers after one long context read its blocks from vLLM's cache; answers that share
     more than the context compute in full, and a hit from an earlier call that reached into
     a continuation is sent again. Every score is the one computed without the cache
-    (engines/prefix_reuse.py)."""
+    (engines/vllm/prefix_reuse.py)."""
     context = (
         "We couldn't start the board meeting at 9am today because a man and a woman were late. "
         "We had to wait for the woman because they were running the meeting, and the man was "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from themis_dagster.engines import vllm_engine
+from themis_dagster.engines.vllm import engine as vllm_engine
 from themis_dagster.registry.models import ModelSpec
 
 

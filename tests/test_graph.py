@@ -152,6 +152,21 @@ def test_engine_choice_is_configuration() -> None:
         build_definitions(Settings(engine="gpt"))
 
 
+def test_every_engine_is_chosen_from_one_registry(tmp_path: Path) -> None:
+    from themis_dagster.resources import ENGINE_RESOURCES, engine_resource_class
+    from themis_dagster.resources.served import OpenAIEngineResource, VLLMServerResource
+    from themis_dagster.settings import Settings
+
+    assert set(ENGINE_RESOURCES) == {"vllm", "vllm-server", "openai", "fake"}
+    settings = Settings(engine="vllm-server", server_state_dir=tmp_path / "servers", server_idle_shutdown_s=60.0)
+    served = build_definitions(settings, keep_warm=True).resources["engine"]
+    assert isinstance(served, VLLMServerResource) and served.keep_warm
+    assert (served.state_dir, served.idle_shutdown_s) == (str(tmp_path / "servers"), 60.0)
+    assert isinstance(build_definitions(Settings(engine="openai")).resources["engine"], OpenAIEngineResource)
+    with pytest.raises(ValueError, match="THEMIS_ENGINE='gpt'; choose one of fake, openai, vllm, vllm-server"):
+        engine_resource_class("gpt")
+
+
 @requires_mirror
 def test_reports_rebuild_after_new_metrics_even_with_partitions_missing(
     tmp_path: Path, instance: DagsterInstance

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from themis_dagster.engines import vllm_engine
-from themis_dagster.engines.kv_cache import (
+from themis_dagster.engines.vllm import engine as vllm_engine
+from themis_dagster.engines.vllm.kv_cache import (
     CPU_DEFAULT_KV_CACHE_TOKENS,
     GIB,
     cpu_default_kv_cache_bytes,
     kv_bytes_per_token,
 )
-from themis_dagster.engines.vllm_server import serve_argv
+from themis_dagster.engines.vllm.server import serve_argv
 from themis_dagster.registry.models import ModelSpec
 
 # the default model's own config.json (SmolLM2-135M): 30 layers, 3 KV heads of 64, bf16

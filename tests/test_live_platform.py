@@ -29,7 +29,7 @@ import duckdb
 import pytest
 
 from tests.conftest import SETTINGS, requires_mirror
-from themis_dagster.engines.vllm_server import VLLMServerManager
+from themis_dagster.engines.vllm.server import VLLMServerManager
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
 
 pytestmark = [pytest.mark.server, pytest.mark.engine, requires_mirror]

@@ -323,9 +323,9 @@ def _reference_logprobs(model_path: str, adapter: Path | None) -> list[float]:
 def test_adapter_on_the_real_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One engine load: the same requests with and without the LoRA request, checked against transformers."""
     from tests.conftest import SETTINGS
-    from themis_dagster.engines import vllm_engine
     from themis_dagster.engines.base import GenerationParams, LoglikelihoodRequest
-    from themis_dagster.engines.vllm_engine import VLLMEngine
+    from themis_dagster.engines.vllm import engine as vllm_engine
+    from themis_dagster.engines.vllm.engine import VLLMEngine
     from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
     from themis_dagster.registry.weights import resolve_weights
 
@@ -407,8 +407,8 @@ def test_resolve_weights_fingerprints_the_adapter(good: Path, base: Path, tmp_pa
 
 @wired
 def test_engine_arguments_check_the_adapter_before_vllm_starts(good: Path, base: Path, tmp_path: Path) -> None:
-    from themis_dagster.engines.vllm_engine import engine_kwargs
-    from themis_dagster.engines.vllm_server import serve_argv
+    from themis_dagster.engines.vllm.engine import engine_kwargs
+    from themis_dagster.engines.vllm.server import serve_argv
 
     spec = _local_spec(base, good)
     kwargs = engine_kwargs(spec, str(base), False)  # type: ignore[arg-type]

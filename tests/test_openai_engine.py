@@ -30,6 +30,8 @@ from themis_dagster.engines.openai_engine import (
 from themis_dagster.engines.tokenization import encode_pair
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
+from themis_dagster.resources import FakeEngineResource
+from themis_dagster.resources.openai_config import openai_config_for
 from themis_dagster.resources.served import OpenAIEngineResource
 from themis_dagster.tasks.spec import Request
 
@@ -536,3 +538,20 @@ def test_openai_resource_builds_the_engine(fake: FakeServer, monkeypatch: pytest
     monkeypatch.delenv("THEMIS_OPENAI_BASE_URL")
     with pytest.raises(ValueError, match="THEMIS_OPENAI_BASE_URL"):
         OpenAIEngineResource().engine_for(spec, ResolvedWeights("/x", "remote", "none"))
+
+
+def test_resources_send_base_models_concatenated_and_chat_models_as_chats(fake: FakeServer) -> None:
+    """Every engine resource builds the client's settings with ``openai_config_for``."""
+    chat = ModelSpec.model_validate({"id": "chat", "source": {"kind": "local", "path": "/nonexistent"}})
+    base = chat.model_copy(update={"chat_template": None})
+    assert openai_config_for(base, base_url=fake.base_url, model="m").chat_mode == "concat"
+    config = openai_config_for(chat, base_url=fake.base_url, model="m", max_retries=1, engine_name="vllm-server")
+    assert (config.chat_mode, config.max_retries, config.engine_name) == ("chat", 1, "vllm-server")
+    api = ModelSpec.model_validate(
+        {"id": "hosted", "source": {"kind": "api", "base_url": fake.base_url, "model": "served", "max_concurrency": 3}}
+    )
+    resource = FakeEngineResource()
+    engine = resource.engine_for(api, ResolvedWeights("hosted", "api", "api:0"))
+    assert isinstance(engine, OpenAICompatibleEngine)  # a model behind an API is never given to the fake engine
+    assert (engine.config.model, engine.config.max_concurrency, engine.config.chat_mode) == ("served", 3, "chat")
+    resource.release()

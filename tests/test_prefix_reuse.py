@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from themis_dagster.engines import vllm_engine
-from themis_dagster.engines.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
-from themis_dagster.engines.vllm_server import serve_argv
+from themis_dagster.engines.vllm import engine as vllm_engine
+from themis_dagster.engines.vllm.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
+from themis_dagster.engines.vllm.server import serve_argv
 from themis_dagster.registry.models import ModelSpec
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from themis_dagster.engines import prompt_logprobs
+from themis_dagster.engines.vllm import prompt_logprobs
 
 VOCAB, HIDDEN = 97, 16
 

@@ -8,12 +8,12 @@ from types import SimpleNamespace
 import pytest
 import torch.compiler
 
-from themis_dagster.engines import vllm_plugin
+from themis_dagster.engines.vllm import plugin as vllm_plugin
 
 
 def test_registered_as_a_vllm_general_plugin() -> None:
     plugins = {entry.name: entry.value for entry in entry_points(group="vllm.general_plugins")}
-    assert plugins.get("themis_compile_cache") == "themis_dagster.engines.vllm_plugin:register"
+    assert plugins.get("themis_compile_cache") == "themis_dagster.engines.vllm.plugin:register"
 
 
 def test_plain_compiled_functions_get_a_noop_finalize(monkeypatch: pytest.MonkeyPatch) -> None:

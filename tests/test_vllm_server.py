@@ -23,10 +23,10 @@ import pytest
 
 from tests.conftest import SETTINGS, make_resources
 from tests.reference import reference_loglikelihood
-from themis_dagster.engines import vllm_server
 from themis_dagster.engines.base import GenerationParams, LoglikelihoodRequest
 from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
-from themis_dagster.engines.vllm_server import (
+from themis_dagster.engines.vllm import server as vllm_server
+from themis_dagster.engines.vllm.server import (
     ServerStartError,
     VLLMServerManager,
     group_members,
@@ -188,7 +188,7 @@ import json, sys
 from tests.conftest import make_resources
 from themis_dagster.engines.base import GenerationParams
 from themis_dagster.resources.served import VLLMServerResource
-from themis_dagster.engines.vllm_server import VLLMServerManager
+from themis_dagster.engines.vllm.server import VLLMServerManager
 themis = make_resources(__import__("pathlib").Path(sys.argv[2]) / "w.duckdb")["themis"]
 spec = themis.model(sys.argv[3])
 resource = VLLMServerResource(state_dir=sys.argv[1], idle_shutdown_s=600)

@@ -6,35 +6,16 @@ from dagster import Definitions, in_process_executor
 
 from themis_dagster.assets import evaluation_assets, report_assets
 from themis_dagster.jobs import evaluate_job, reports_job
-from themis_dagster.resources import EngineResource, FakeEngineResource, ThemisConfig, VLLMResource, WarehouseResource
-from themis_dagster.resources.served import OpenAIEngineResource, VLLMServerResource
+from themis_dagster.resources import ThemisConfig, WarehouseResource, engine_resource
 from themis_dagster.schedules import reevaluation_schedule
 from themis_dagster.sensors import CheckpointWatchConfig, checkpoint_sensor
 from themis_dagster.sensors.automation import automation_sensor
 from themis_dagster.settings import Settings
 
-ENGINES: dict[str, type[EngineResource]] = {
-    "vllm": VLLMResource,
-    "vllm-server": VLLMServerResource,
-    "openai": OpenAIEngineResource,
-    "fake": FakeEngineResource,
-}
-
-
-def _engine_resource(settings: Settings, keep_warm: bool) -> EngineResource:
-    if settings.engine == "vllm-server":
-        return VLLMServerResource(
-            keep_warm=keep_warm,
-            state_dir=str(settings.server_state_dir),
-            idle_shutdown_s=settings.server_idle_shutdown_s,
-        )
-    return ENGINES[settings.engine](keep_warm=keep_warm)
-
 
 def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, object]:
     """Resources for one deployment; ``THEMIS_ENGINE`` picks the engine implementation."""
-    if settings.engine not in ENGINES:
-        raise ValueError(f"THEMIS_ENGINE={settings.engine!r}; choose one of {', '.join(sorted(ENGINES))}")
+    engine = engine_resource(settings, keep_warm)  # an unknown engine fails before anything is built
     return {
         "themis": ThemisConfig(
             models_file=str(settings.models_file),
@@ -47,7 +28,7 @@ def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, ob
             reports_dir=str(settings.reports_dir),
         ),
         "warehouse": WarehouseResource(database=str(settings.warehouse)),
-        "engine": _engine_resource(settings, keep_warm),
+        "engine": engine,
         "checkpoint_watch": CheckpointWatchConfig(
             checkpoints_dir=str(settings.checkpoints_dir),
             settle_seconds=settings.checkpoint_settle_seconds,

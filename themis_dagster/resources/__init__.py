@@ -2,6 +2,16 @@
 
 from themis_dagster.resources.config import ThemisConfig
 from themis_dagster.resources.engine import EngineResource, FakeEngineResource, VLLMResource
+from themis_dagster.resources.engine_registry import ENGINE_RESOURCES, engine_resource, engine_resource_class
 from themis_dagster.resources.warehouse import WarehouseResource
 
-__all__ = ["EngineResource", "FakeEngineResource", "ThemisConfig", "VLLMResource", "WarehouseResource"]
+__all__ = [
+    "ENGINE_RESOURCES",
+    "EngineResource",
+    "FakeEngineResource",
+    "ThemisConfig",
+    "VLLMResource",
+    "WarehouseResource",
+    "engine_resource",
+    "engine_resource_class",
+]

@@ -8,7 +8,7 @@ not by editing assets.
 from __future__ import annotations
 
 import threading
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
@@ -17,6 +17,8 @@ from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.registry.models import ApiSource, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
+from themis_dagster.resources.openai_config import openai_config_for
+from themis_dagster.settings import Settings
 
 # Engines kept alive across runs of one process (``keep_warm``), e.g. by ``themis run``,
 # which evaluates every task of a model in successive in-process runs.
@@ -34,20 +36,25 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
     _loaded_now: bool = PrivateAttr(default=False)
     loads: ClassVar[int] = 0  # engines built by this process (tests count loads with it)
 
+    @classmethod
+    def from_settings(cls, settings: Settings, keep_warm: bool = False) -> Self:
+        """This resource for a deployment; a resource with settings of its own reads them here."""
+        return cls(keep_warm=keep_warm)
+
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         raise NotImplementedError
 
     def _build_for(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         """Models behind an API are always answered over HTTP; the others by this resource's engine."""
         if isinstance(spec.source, ApiSource):
-            from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+            from themis_dagster.engines.openai_engine import OpenAICompatibleEngine
 
-            config = OpenAIEngineConfig(
+            config = openai_config_for(
+                spec,
                 base_url=spec.source.base_url,
                 model=spec.source.model,
                 api_key_env=spec.source.api_key_env,
                 max_concurrency=spec.source.max_concurrency,
-                chat_mode="concat" if spec.chat_template is None else "chat",
             )
             return OpenAICompatibleEngine(config, model_path=weights.path)
         return self._build(spec, weights)
@@ -88,7 +95,7 @@ class VLLMResource(EngineResource):
     """The vLLM engine (GPU in production, vLLM's CPU build here); same code on both."""
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
-        from themis_dagster.engines.vllm_engine import VLLMEngine
+        from themis_dagster.engines.vllm.engine import VLLMEngine
 
         return VLLMEngine(spec, weights.path)
 

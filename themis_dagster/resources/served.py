@@ -2,10 +2,10 @@
 
 ``OpenAIEngineResource`` points at a server someone else runs (a hosted provider, a shared
 vLLM). ``VLLMServerResource`` starts -- or attaches to -- a persistent ``vllm serve`` per model
-(``engines.vllm_server``), so successive runs in separate processes skip the engine load;
+(``engines.vllm.server``), so successive runs in separate processes skip the engine load;
 the server stops itself after ``idle_shutdown_s`` without use.
 
-Both can be built without arguments (``definitions.ENGINES[...]()``): unset fields fall back
+Both can be built without arguments (``engine_resource_class(name)()``): unset fields fall back
 to environment variables (``THEMIS_OPENAI_BASE_URL``, ``THEMIS_OPENAI_MODEL``,
 ``THEMIS_OPENAI_API_KEY_ENV``; ``THEMIS_CACHE_DIR`` for the server state directory).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import Field
 
@@ -22,6 +22,7 @@ from themis_dagster.engines.base import Engine
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources.engine import EngineResource
+from themis_dagster.resources.openai_config import openai_config_for
 from themis_dagster.settings import Settings
 
 
@@ -41,9 +42,10 @@ class OpenAIEngineResource(EngineResource):
         if not base_url:
             raise ValueError("OpenAIEngineResource.base_url is empty and THEMIS_OPENAI_BASE_URL is not set")
         # httpx and the client are imported by runs that use them, not with the definitions
-        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine
 
-        config = OpenAIEngineConfig(
+        config = openai_config_for(
+            spec,
             base_url=base_url,
             model=self.model or os.environ.get("THEMIS_OPENAI_MODEL", "") or spec.id,
             api_key_env=self.api_key_env or os.environ.get("THEMIS_OPENAI_API_KEY_ENV") or None,
@@ -51,7 +53,6 @@ class OpenAIEngineResource(EngineResource):
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
             loglikelihood=self.loglikelihood,
-            chat_mode="concat" if spec.chat_template is None else "chat",
         )
         return OpenAICompatibleEngine(config, model_path=weights.path)
 
@@ -66,11 +67,20 @@ class VLLMServerResource(EngineResource):
     timeout_s: float = Field(default=600.0, gt=0.0)
     max_retries: int = Field(default=3, ge=0, le=20)
 
+    @classmethod
+    def from_settings(cls, settings: Settings, keep_warm: bool = False) -> Self:
+        """The deployment's server state folder and idle time (``THEMIS_SERVER_*``)."""
+        return cls(
+            keep_warm=keep_warm,
+            state_dir=str(settings.server_state_dir),
+            idle_shutdown_s=settings.server_idle_shutdown_s,
+        )
+
     def servers_dir(self) -> Path:
         return Path(self.state_dir) if self.state_dir else Settings.from_env().server_state_dir
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
-        from themis_dagster.engines.vllm_server import VLLMServerManager, serve_flags
+        from themis_dagster.engines.vllm.server import VLLMServerManager, serve_flags
 
         manager = VLLMServerManager(self.servers_dir())
         handle = manager.ensure(
@@ -78,9 +88,10 @@ class VLLMServerResource(EngineResource):
         )
         state = handle.state
         # httpx and the client are imported by runs that use them, not with the definitions
-        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine
 
-        config = OpenAIEngineConfig(
+        config = openai_config_for(
+            spec,
             base_url=handle.base_url + "/v1",
             model=handle.served_model,
             max_concurrency=self.max_concurrency,
@@ -88,7 +99,6 @@ class VLLMServerResource(EngineResource):
             max_retries=self.max_retries,
             server="vllm",
             loglikelihood="prompt_logprobs",
-            chat_mode="concat" if spec.chat_template is None else "chat",
             engine_name="vllm-server",
             tokenizer_path=weights.path,  # the folder the server was started on
         )

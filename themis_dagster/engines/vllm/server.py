@@ -13,7 +13,7 @@ Design: one detached *supervisor* per server, and a few small files per model in
 ``VLLMServerManager.ensure`` attaches when the state names a live supervisor whose server is
 healthy (GET /health and /v1/models) and whose fingerprint matches (model path, weights hash,
 the serve arguments, vLLM's version); otherwise it stops a stale server and starts
-``python -m themis_dagster.engines.vllm_server supervise <state>`` with ``start_new_session``
+``python -m themis_dagster.engines.vllm.server supervise <state>`` with ``start_new_session``
 (setsid: it outlives the run). The supervisor runs ``vllm serve`` as its child in the same
 process group (with PDEATHSIG, so vLLM dies with it), and every few seconds compares the last
 use with ``idle_shutdown_s`` (re-read from the state, so the latest attach's value wins),
@@ -45,8 +45,8 @@ from typing import Any, ClassVar
 
 import httpx
 
-from themis_dagster.engines.prompt_logprobs import ENV_SWITCH
-from themis_dagster.engines.vllm_engine import engine_kwargs, has_cuda, library_versions
+from themis_dagster.engines.vllm.engine import engine_kwargs, has_cuda, library_versions
+from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
 from themis_dagster.registry.models import ModelSpec
 
 HOST = "127.0.0.1"
@@ -226,7 +226,7 @@ def served_model_name(spec: ModelSpec) -> str:
 def serve_argv(spec: ModelSpec, model_path: str, port: int, on_gpu: bool) -> list[str]:
     """``vllm serve`` with the same engine arguments as the in-process ``VLLMEngine``."""
     kwargs = engine_kwargs(spec, model_path, on_gpu)
-    argv = [sys.executable, "-m", "themis_dagster.engines.vllm_server", "serve", str(kwargs.pop("model"))]
+    argv = [sys.executable, "-m", "themis_dagster.engines.vllm.server", "serve", str(kwargs.pop("model"))]
     for key, value in kwargs.items():
         flag = key.replace("_", "-")
         if isinstance(value, bool):
@@ -418,7 +418,7 @@ class VLLMServerManager:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(argv)}\n".encode())
             log.flush()
             supervisor = subprocess.Popen(
-                [sys.executable, "-m", "themis_dagster.engines.vllm_server", "supervise", str(paths.state)],
+                [sys.executable, "-m", "themis_dagster.engines.vllm.server", "supervise", str(paths.state)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -599,7 +599,7 @@ def run_vllm_serve(args: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m themis_dagster.engines.vllm_server`` ``supervise <state.json>`` | ``stop <state_dir> <model>``
+    """``python -m themis_dagster.engines.vllm.server`` ``supervise <state.json>`` | ``stop <state_dir> <model>``
     | ``serve <vllm serve arguments>``."""
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "serve":

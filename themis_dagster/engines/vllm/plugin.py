@@ -30,7 +30,7 @@ def _no_finalize(vllm_config: Any) -> None:
 
 def register() -> None:
     """Install this project's vLLM fixes in the current process (vLLM may call this twice)."""
-    from themis_dagster.engines import prompt_logprobs
+    from themis_dagster.engines.vllm import prompt_logprobs
 
     if prompt_logprobs.enabled():
         prompt_logprobs.install()

@@ -16,10 +16,10 @@ from themis_dagster.engines.base import (
     LoglikelihoodRequest,
     LoglikelihoodResult,
 )
-from themis_dagster.engines.kv_cache import GIB, cpu_default_kv_cache_bytes
-from themis_dagster.engines.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
-from themis_dagster.engines.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
+from themis_dagster.engines.vllm.kv_cache import GIB, cpu_default_kv_cache_bytes
+from themis_dagster.engines.vllm.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
+from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
 from themis_dagster.registry.models import ModelSpec
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class VLLMEngine:
             configure_cpu_threads()
         in_process = runs_in_process(spec, on_gpu)
         configure_process_mode(in_process)
-        # our vLLM plugin then batches prompt logprobs (engines/prompt_logprobs.py); export 0 to keep vLLM's loop
+        # our vLLM plugin then batches prompt logprobs (engines/vllm/prompt_logprobs.py); export 0 to keep vLLM's loop
         os.environ.setdefault(ENV_SWITCH, "1")
         from vllm import LLM
 
@@ -184,7 +184,7 @@ class VLLMEngine:
             spans.append((tokens, context_len, truncated))
 
         # read the prefix cache where it stays in the context: requests that share a context
-        # reuse its blocks (engines/prefix_reuse.py)
+        # reuse its blocks (engines/vllm/prefix_reuse.py)
         reading, computing = (
             SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False, temperature=0.0,
                            skip_reading_prefix_cache=not read_cache)

@@ -1,0 +1,24 @@
+"""The OpenAI-compatible client's settings for one model, built the same way by every engine resource."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from themis_dagster.registry.models import ModelSpec
+
+if TYPE_CHECKING:
+    from themis_dagster.engines.openai_engine import OpenAIEngineConfig
+
+
+def openai_config_for(spec: ModelSpec, *, base_url: str, model: str, **settings: Any) -> OpenAIEngineConfig:
+    """Client settings for ``spec`` served as ``model`` at ``base_url``; ``settings`` are the other fields.
+
+    A model without a chat template is a base model: its conversations are sent as one
+    concatenated prompt, as the in-process engine does, so the answers do not depend on
+    which engine served them.
+    """
+    # httpx and the client are imported by runs that use them, not with the definitions
+    from themis_dagster.engines.openai_engine import OpenAIEngineConfig
+
+    chat_mode: Literal["chat", "concat"] = "concat" if spec.chat_template is None else "chat"
+    return OpenAIEngineConfig(base_url=base_url, model=model, chat_mode=chat_mode, **settings)
