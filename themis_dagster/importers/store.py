@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 import yaml
 from dagster import AssetKey, AssetMaterialization, DagsterInstance
 
@@ -17,7 +16,7 @@ from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.registry.models import ImportedSource, ModelSpec, load_registry
 from themis_dagster.settings import Settings
 from themis_dagster.warehouse import replace_partition
-from themis_dagster.warehouse.frames import RESPONSE_SCHEMA, items_frame, requests_frame
+from themis_dagster.warehouse.frames import rows_frame, to_frame
 
 
 def ensure_model_registered(settings: Settings, model_id: str, origin: str) -> bool:
@@ -48,7 +47,9 @@ def store_imported(
     import duckdb
 
     assert isinstance(conn, duckdb.DuckDBPyConnection)
-    responses = pl.DataFrame(
+    # an imported reply is a chat reply's text (or error) and nothing else the engine would record
+    responses = rows_frame(
+        "responses",
         [
             {
                 "model": model, "task": task, "request_id": r.request_id, "item_id": r.item_id,
@@ -58,13 +59,12 @@ def store_imported(
             }
             for r in imported.responses
         ],
-        schema=RESPONSE_SCHEMA,
     )  # fmt: skip
+    partition = {"model": model, "task": task}
+    items = to_frame("task_items", imported.items, **partition, dataset_sha256=dataset_sha256)
     return {
-        "task_items": replace_partition(
-            conn, "task_items", items_frame(model, task, imported.items, dataset_sha256), model, task
-        ),
-        "prompts": replace_partition(conn, "prompts", requests_frame(model, task, imported.requests), model, task),
+        "task_items": replace_partition(conn, "task_items", items, model, task),
+        "prompts": replace_partition(conn, "prompts", to_frame("prompts", imported.requests, **partition), model, task),
         "responses": replace_partition(conn, "responses", responses, model, task),
     }
 
