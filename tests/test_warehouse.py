@@ -10,7 +10,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request
+from themis_dagster.exchange import Request, Response
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue
 from themis_dagster.warehouse import ensure_schema, read_partition, replace_partition, replace_table
 from themis_dagster.warehouse.frames import from_frame, rows_frame, to_frame
 from themis_dagster.warehouse.tables import TABLES, SchemaMismatchError
@@ -132,6 +133,13 @@ STAGES: list[tuple[str, list[Any], dict[str, Any]]] = [
         Request("0:more", "0", "loglikelihood", "ctx ", "x"),
         Request("1:0", "1", "chat", prompt="p", messages=[{"role": "user", "content": "hi"}], template="t",
                 template_sha256="abc", gen_params={"max_tokens": 8, "stop": ["\n"]}),
+    ], {}),
+    ("responses", [
+        Response("0:more", "0", -1.5, True, request_type="loglikelihood", n_prompt_tokens=3, n_output_tokens=0,
+                 finish_reason="scored", latency_s=0.25),
+        Response("1:0", "1", text="Yes.", request_type="chat", prompt_text="<p>", n_prompt_tokens=4,
+                 n_output_tokens=2, finish_reason="stop", latency_s=0.5),
+        Response("1:1", "1", error="HTTP 500", request_type="chat"),
     ], {}),
     ("judgments", [Judgment("0", "race", "stereotype", 1.0, True, {"ll_more": -1.5}),
                    Judgment("1", None, "unparsed", None, False)], {}),

@@ -18,11 +18,12 @@ from dagster import AssetExecutionContext, DataVersion, MaterializeResult, Metad
 from themis_dagster import __version__
 from themis_dagster.assets import checks
 from themis_dagster.engines.dispatch import dispatch
+from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.tasks.registry import LoadedTask
-from themis_dagster.tasks.spec import Item, Judgment, Request, Response
+from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import append_rows, read_partition, replace_partition
 from themis_dagster.warehouse.frames import from_frame, rows_frame, to_frame
 
@@ -242,8 +243,7 @@ def _second_opinion(
     if not asks:
         return judged, 0
     spec = themis.model(judge_model)
-    answers, _ = dispatch(engine.engine_for(spec, themis.weights(spec)), asks, retries=task.params.retries())
-    replies = [Response(a.request_id, a.item_id, None, None, a.text, a.error) for a in answers]
+    replies, _ = dispatch(engine.engine_for(spec, themis.weights(spec)), asks, retries=task.params.retries())
     return apply(judged, asks, replies, task.params), len(asks)
 
 
