@@ -45,8 +45,8 @@ def measure(setting: dict[str, object], repeat: int) -> dict[str, object]:
     import polars as pl
 
     from themis_dagster.datasets import resolve_file
-    from themis_dagster.engines.base import LoglikelihoodRequest
     from themis_dagster.engines.vllm.engine import VLLMEngine
+    from themis_dagster.exchange import LoglikelihoodRequest
     from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
     from themis_dagster.registry.weights import resolve_weights
     from themis_dagster.settings import Settings

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from themis_dagster.engines.base import GenerationParams, LoglikelihoodResult
+from themis_dagster.engines.base import LoglikelihoodResult
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
-from themis_dagster.tasks.spec import Request
+from themis_dagster.exchange import GenerationParams, Request, Response
 
 
 class PartlyFailingEngine(FakeEngine):
     def loglikelihood(self, requests):  # type: ignore[no-untyped-def]
-        error = RuntimeError("server went away")
-        error.results = [LoglikelihoodResult(-1.0, False, 1, 1), None]  # type: ignore[attr-defined]
-        error.errors = [None, "HTTP 503 after 4 retries"]  # type: ignore[attr-defined]
-        raise error
+        return [LoglikelihoodResult(-1.0, False, 1, 1), LoglikelihoodResult.failed("HTTP 503 after 4 retries")]
 
 
 def test_one_call_per_request_type_and_setting() -> None:
@@ -39,6 +36,32 @@ def test_partial_failures_keep_the_answers_received() -> None:
     assert answers[0].logprob == -1.0 and answers[0].error is None
     assert answers[1].logprob is None and answers[1].error == "HTTP 503 after 4 retries"
     assert stats.errors == 1
+
+
+def test_requests_the_engine_could_not_answer_are_responses_with_an_error() -> None:
+    """A fake engine fails part of each batch: those get ``error``, the rest keep their answers."""
+    engine = FakeEngine(reply=lambda prompt: "sure", fail=lambda text: "too long" if "long" in text else None)
+    chat = GenerationParams().model_dump(mode="json")
+    requests = [
+        Request("a", "1", "loglikelihood", "ctx", " fine"),
+        Request("b", "1", "loglikelihood", "ctx", " long"),
+        Request("c", "2", "chat", messages=[{"role": "user", "content": "short"}], gen_params=chat),
+        Request("d", "2", "chat", messages=[{"role": "user", "content": "long one"}], gen_params=chat),
+    ]
+    responses, stats = dispatch(engine, requests)
+    assert all(isinstance(response, Response) for response in responses)
+    assert [r.request_type for r in responses] == ["loglikelihood", "loglikelihood", "chat", "chat"]
+    assert [r.error for r in responses] == [None, "too long", None, "too long"]
+    scored, unscored, replied, unreplied = responses
+    assert scored.logprob is not None and scored.finish_reason == "scored" and scored.n_prompt_tokens == 2
+    assert (unscored.logprob, unscored.is_greedy, unscored.n_prompt_tokens, unscored.latency_s) == (None,) * 4
+    assert replied.text == "sure" and replied.finish_reason == "stop" and replied.n_output_tokens == 1
+    assert unreplied.text == "" and unreplied.finish_reason == "error" and unreplied.n_output_tokens == 0
+    assert stats.errors == 2 and stats.prompt_tokens == 2 + 1 + 2 and stats.output_tokens == 1
+    assert sorted(engine.calls) == ["chat:2", "loglikelihood:2"], "one call per batch, failures included"
+
+    again, stats = dispatch(engine, requests, retries=1)
+    assert [r.error for r in again] == [None, "too long", None, "too long"] and stats.retried == 2
 
 
 def test_a_failing_batch_is_recorded_not_raised() -> None:

@@ -18,7 +18,7 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import SETTINGS, make_resources, requires_mirror
 from tests.reference import reference_loglikelihood
 from themis_dagster.assets import evaluation_assets
-from themis_dagster.engines.base import GenerationParams, LoglikelihoodRequest
+from themis_dagster.exchange import GenerationParams, LoglikelihoodRequest
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
 from themis_dagster.resources import EngineResource, VLLMResource

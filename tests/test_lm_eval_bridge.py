@@ -356,7 +356,7 @@ def test_params_fail_fast_naming_the_field(tiny_tasks: Path) -> None:
 
 
 def test_generation_params_mapping() -> None:
-    from themis_dagster.engines.base import GenerationParams
+    from themis_dagster.exchange import GenerationParams
 
     base = GenerationParams(seed=5, top_p=0.9)
     greedy = conversions.generation_params(

@@ -323,9 +323,9 @@ def _reference_logprobs(model_path: str, adapter: Path | None) -> list[float]:
 def test_adapter_on_the_real_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One engine load: the same requests with and without the LoRA request, checked against transformers."""
     from tests.conftest import SETTINGS
-    from themis_dagster.engines.base import GenerationParams, LoglikelihoodRequest
     from themis_dagster.engines.vllm import engine as vllm_engine
     from themis_dagster.engines.vllm.engine import VLLMEngine
+    from themis_dagster.exchange import GenerationParams, LoglikelihoodRequest
     from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
     from themis_dagster.registry.weights import resolve_weights
 

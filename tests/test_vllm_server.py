@@ -23,7 +23,6 @@ import pytest
 
 from tests.conftest import SETTINGS, make_resources
 from tests.reference import reference_loglikelihood
-from themis_dagster.engines.base import GenerationParams, LoglikelihoodRequest
 from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
 from themis_dagster.engines.vllm import server as vllm_server
 from themis_dagster.engines.vllm.server import (
@@ -33,6 +32,7 @@ from themis_dagster.engines.vllm.server import (
     pid_alive,
     read_state,
 )
+from themis_dagster.exchange import GenerationParams, LoglikelihoodRequest
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.resources.served import VLLMServerResource
 
@@ -186,7 +186,7 @@ def test_resource_returns_an_http_engine(fake_serve: VLLMServerManager, tmp_path
 ATTACH_SCRIPT = """
 import json, sys
 from tests.conftest import make_resources
-from themis_dagster.engines.base import GenerationParams
+from themis_dagster.exchange import GenerationParams
 from themis_dagster.resources.served import VLLMServerResource
 from themis_dagster.engines.vllm.server import VLLMServerManager
 themis = make_resources(__import__("pathlib").Path(sys.argv[2]) / "w.duckdb")["themis"]

@@ -19,9 +19,9 @@ from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.tasks.genderbench.marks import aggregate_use_cases
 from themis_dagster.tasks.langbite.reports import langbite_reports as build_langbite_reports
 from themis_dagster.tasks.langbite.reports import write_reports
-from themis_dagster.tasks.spec import MetricValue
+from themis_dagster.tasks.spec import Judgment, MetricValue
 from themis_dagster.warehouse import append_rows, read_partition, replace_partition, replace_table
-from themis_dagster.warehouse.frames import frame_judgments, metrics_frame
+from themis_dagster.warehouse.frames import from_frame, rows_frame, to_frame
 
 REPORT_TABLES = {
     "responses": "langbite_responses",
@@ -56,7 +56,7 @@ def langbite_reports(
             "WHERE j.task LIKE 'langbite%' ORDER BY 1, 2"
         ).fetchall()
         for model, task, config in partitions:
-            judged = frame_judgments(read_partition(conn, "judgments", model, task))
+            judged = from_frame("judgments", read_partition(conn, "judgments", model, task), Judgment)
             reports = build_langbite_reports(judged, model, provider=_provider(config))
             folder = Path(themis.exports_dir) / "langbite" / model / task
             files += [str(path) for path in write_reports(reports, folder).values()]
@@ -69,7 +69,7 @@ def langbite_reports(
             if frames:
                 counts[table] = replace_table(conn, table, pl.concat(frames, how="diagonal_relaxed"))
             else:
-                counts[table] = replace_table(conn, table, _empty(conn, table))
+                counts[table] = replace_table(conn, table, rows_frame(table, []))
     return MaterializeResult(
         metadata={
             ROW_COUNT: counts.get("langbite_global_evaluation", 0),
@@ -78,13 +78,6 @@ def langbite_reports(
             "csv_files": MetadataValue.json(files),
         }
     )
-
-
-def _empty(conn: object, table: str) -> pl.DataFrame:
-    import duckdb
-
-    assert isinstance(conn, duckdb.DuckDBPyConnection)
-    return conn.execute(f"SELECT * FROM {table} LIMIT 0").pl()  # noqa: S608 - allowlisted table name
 
 
 @report_asset(
@@ -105,7 +98,9 @@ def genderbench_marks(
         for model in sorted(set(marks["model"].to_list())):
             rows = aggregate_use_cases(marks.filter(pl.col("model") == model).to_dicts())
             values = [MetricValue(r["subset"], r["metric"], r["value"], None, None, int(r["n"])) for r in rows]
-            frame = metrics_frame(model, GENDERBENCH_TASK, values, now, context.run_id)
+            frame = to_frame(
+                "metric_values", values, model=model, task=GENDERBENCH_TASK, materialized_at=now, run_id=context.run_id
+            )
             replace_partition(conn, "metric_values", frame, model, GENDERBENCH_TASK)
             append_rows(conn, "metric_history", frame)
             sections = {str(v.subset).removeprefix("use_case="): v.value for v in values if v.metric == "mark"}

@@ -17,24 +17,15 @@ from dagster import AssetExecutionContext, DataVersion, MaterializeResult, Metad
 
 from themis_dagster import __version__
 from themis_dagster.assets import checks
-from themis_dagster.engines.dispatch import answers_as_rows, dispatch
+from themis_dagster.engines.dispatch import dispatch
+from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.tasks.spec import Judgment, Request, Response
+from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import append_rows, read_partition, replace_partition
-from themis_dagster.warehouse.frames import (
-    RESPONSE_SCHEMA,
-    frame_items,
-    frame_judgments,
-    frame_requests,
-    frame_responses,
-    items_frame,
-    judgments_frame,
-    metrics_frame,
-    requests_frame,
-)
+from themis_dagster.warehouse.frames import from_frame, rows_frame, to_frame
 
 GROUP = "evaluation"
 ROW_COUNT = "dagster/row_count"
@@ -83,7 +74,7 @@ def task_dataset(
     files = themis.dataset_files(task)
     items = task.module.load_items({name: f.path for name, f in files.items()}, task.params)
     combined_sha = "+".join(f.sha256 for f in files.values())
-    frame = items_frame(model, task_name, items, combined_sha)
+    frame = to_frame("task_items", items, model=model, task=task_name, dataset_sha256=combined_sha)
     with warehouse.connect() as conn:
         rows = replace_partition(conn, "task_items", frame, model, task_name)
     return MaterializeResult(
@@ -126,11 +117,13 @@ def rendered_prompts(
     model, task_name = model_and_task(context)
     task = themis.task(task_name)
     with warehouse.connect() as conn:
-        items = frame_items(
-            _upstream(read_partition(conn, "task_items", model, task_name), "task_items", model, task_name)
+        items = from_frame(
+            "task_items",
+            _upstream(read_partition(conn, "task_items", model, task_name), "task_items", model, task_name),
+            Item,
         )
     requests = task.module.build_requests(items, task.params, task.templates)
-    frame = requests_frame(model, task_name, requests)
+    frame = to_frame("prompts", requests, model=model, task=task_name)
     with warehouse.connect() as conn:
         rows = replace_partition(conn, "prompts", frame, model, task_name)
     template_hashes = {name: task.template_sha256(name) for name in task.templates}
@@ -167,15 +160,17 @@ def raw_responses(
     spec = themis.model(model)
     task = themis.task(task_name)
     with warehouse.connect() as conn:
-        requests = frame_requests(
-            _upstream(read_partition(conn, "prompts", model, task_name), "prompts", model, task_name)
+        requests = from_frame(
+            "prompts",
+            _upstream(read_partition(conn, "prompts", model, task_name), "prompts", model, task_name),
+            Request,
         )
     weights = themis.weights(spec)
     started = time.perf_counter()
     loaded = engine.engine_for(spec, weights)
     answers, stats = dispatch(loaded, requests, retries=task.params.retries())
     duration = time.perf_counter() - started
-    frame = pl.DataFrame(answers_as_rows(model, task_name, answers), schema=RESPONSE_SCHEMA)
+    frame = to_frame("responses", answers, model=model, task=task_name)
     run_config = {
         "model": spec.model_dump(mode="json"),
         "weights": weights.__dict__,
@@ -187,12 +182,10 @@ def raw_responses(
         "code_version": code_version(),
     }
     now = datetime.now(UTC).replace(tzinfo=None)
-    runs_row = pl.DataFrame(
-        {"model": [model], "task": [task_name], "run_id": [context.run_id], "materialized_at": [now],
-         "config": [json.dumps(run_config, sort_keys=True, default=str)]},
-        schema={"model": pl.String, "task": pl.String, "run_id": pl.String,
-                "materialized_at": pl.Datetime("us"), "config": pl.String},
-    )  # fmt: skip
+    runs_row = rows_frame(
+        "evaluation_runs",
+        [{"model": model, "task": task_name, "run_id": context.run_id, "materialized_at": now, "config": run_config}],
+    )
     with warehouse.connect() as conn:
         rows = replace_partition(conn, "responses", frame, model, task_name)
         append_rows(conn, "evaluation_runs", runs_row)
@@ -248,8 +241,7 @@ def _second_opinion(
     if not asks:
         return judged, 0
     spec = themis.model(judge_model)
-    answers, _ = dispatch(engine.engine_for(spec, themis.weights(spec)), asks, retries=task.params.retries())
-    replies = [Response(a.request_id, a.item_id, None, None, a.text, a.error) for a in answers]
+    replies, _ = dispatch(engine.engine_for(spec, themis.weights(spec)), asks, retries=task.params.retries())
     return opinion.apply(judged, asks, replies, task.params), len(asks)
 
 
@@ -268,16 +260,20 @@ def judgments(
     model, task_name = model_and_task(context)
     task = themis.task(task_name)
     with warehouse.connect() as conn:
-        items = frame_items(
-            _upstream(read_partition(conn, "task_items", model, task_name), "task_items", model, task_name)
+        items = from_frame(
+            "task_items",
+            _upstream(read_partition(conn, "task_items", model, task_name), "task_items", model, task_name),
+            Item,
         )
-        requests = frame_requests(read_partition(conn, "prompts", model, task_name))
-        responses = frame_responses(
-            _upstream(read_partition(conn, "responses", model, task_name), "responses", model, task_name)
+        requests = from_frame("prompts", read_partition(conn, "prompts", model, task_name), Request)
+        responses = from_frame(
+            "responses",
+            _upstream(read_partition(conn, "responses", model, task_name), "responses", model, task_name),
+            Response,
         )
     judged = task.module.judge(items, requests, responses, task.params)
     judged, second_opinions = _second_opinion(themis, engine, task, judged)
-    frame = judgments_frame(model, task_name, judged)
+    frame = to_frame("judgments", judged, model=model, task=task_name)
     with warehouse.connect() as conn:
         rows = replace_partition(conn, "judgments", frame, model, task_name)
     parsed = sum(1 for judgment in judged if judgment.parsed)
@@ -316,12 +312,14 @@ def bias_metrics(
     model, task_name = model_and_task(context)
     task = themis.task(task_name)
     with warehouse.connect() as conn:
-        judged = frame_judgments(
-            _upstream(read_partition(conn, "judgments", model, task_name), "judgments", model, task_name)
+        judged = from_frame(
+            "judgments",
+            _upstream(read_partition(conn, "judgments", model, task_name), "judgments", model, task_name),
+            Judgment,
         )
     values = task.module.compute_metrics(judged, task.params)
     now = datetime.now(UTC).replace(tzinfo=None)
-    frame = metrics_frame(model, task_name, values, now, context.run_id)
+    frame = to_frame("metric_values", values, model=model, task=task_name, materialized_at=now, run_id=context.run_id)
     with warehouse.connect() as conn:
         rows = replace_partition(conn, "metric_values", frame, model, task_name)
         append_rows(conn, "metric_history", frame)

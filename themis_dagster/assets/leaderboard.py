@@ -10,6 +10,7 @@ from themis_dagster.assets.factory import ROW_COUNT, report_asset
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.tasks.loader import task_names
 from themis_dagster.warehouse import replace_table
+from themis_dagster.warehouse.tables import declared
 
 
 def metric_ideals(themis: ThemisConfig) -> pl.DataFrame:
@@ -31,8 +32,7 @@ def rank_models(headline: pl.DataFrame, ideals: pl.DataFrame, at: datetime) -> p
         pl.col("distance").rank(method="min").over(["task", "metric"]).cast(pl.Int32).alias("rank"),
         pl.lit(at).cast(pl.Datetime("us")).alias("materialized_at"),
     )
-    columns = ["task", "metric", "rank", "model", "value", "ci_low", "ci_high", "n", "ideal", "materialized_at"]
-    return ranked.select(columns).sort(["task", "metric", "rank", "model"])
+    return ranked.select(declared("leaderboard").column_names).sort(["task", "metric", "rank", "model"])
 
 
 @report_asset(description="Headline metrics of every evaluated model, ranked per task and metric.", deps=[bias_metrics])

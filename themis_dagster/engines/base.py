@@ -1,40 +1,36 @@
-"""What every inference engine answers: loglikelihoods, completions and chat replies."""
+"""What every inference engine answers: loglikelihoods, completions and chat replies.
+
+An engine answers every request of a call, one result per request in order; a request
+it could not answer gets a result with ``error`` set instead of a score or text, so the
+answers it did get are never lost. The dispatcher turns these results into ``Response``s.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
-
-class GenerationParams(BaseModel):
-    """Sampling settings; greedy and seeded by default so a re-run reproduces its text."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_tokens: int = Field(default=64, ge=1, le=8192)
-    temperature: float = Field(default=0.0, ge=0.0, le=5.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    seed: int | None = Field(default=1234, ge=0)
-    stop: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class LoglikelihoodRequest:
-    """Score ``continuation`` after ``context`` (an empty context means: after the prefix token)."""
-
-    context: str
-    continuation: str
+from themis_dagster.exchange import ChatMessage, GenerationParams, LoglikelihoodRequest
 
 
 @dataclass(frozen=True)
 class LoglikelihoodResult:
-    logprob: float
-    is_greedy: bool
-    n_context_tokens: int
-    n_continuation_tokens: int
+    """A continuation's summed logprob and whether every token was the argmax (lm-eval's pair).
+
+    A failed request has ``error`` set and no logprob (never a placeholder number that
+    would read as a score).
+    """
+
+    logprob: float | None
+    is_greedy: bool | None
+    n_context_tokens: int = 0
+    n_continuation_tokens: int = 0
     truncated: bool = False
+    error: str | None = None
+
+    @classmethod
+    def failed(cls, error: str) -> LoglikelihoodResult:
+        return cls(None, None, error=error)
 
 
 @dataclass(frozen=True)
@@ -45,9 +41,6 @@ class GenerationResult:
     n_output_tokens: int
     finish_reason: str
     error: str | None = None
-
-
-ChatMessage = dict[str, str]
 
 
 @dataclass

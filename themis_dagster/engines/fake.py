@@ -9,14 +9,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from themis_dagster.engines.base import (
-    ChatMessage,
-    EngineInfo,
-    GenerationParams,
-    GenerationResult,
-    LoglikelihoodRequest,
-    LoglikelihoodResult,
-)
+from themis_dagster.engines.base import EngineInfo, GenerationResult, LoglikelihoodResult
+from themis_dagster.exchange import ChatMessage, GenerationParams, LoglikelihoodRequest
 
 
 def _unit(text: str) -> float:
@@ -25,17 +19,30 @@ def _unit(text: str) -> float:
 
 
 class FakeEngine:
-    """Scores a continuation by its word count and a hash; replies via ``reply`` or an echo."""
+    """Scores a continuation by its word count and a hash; replies via ``reply`` or an echo.
 
-    def __init__(self, model_path: str = "fake", reply: Callable[[str], str] | None = None) -> None:
+    ``fail`` plays a request the engine could not answer: it gets the request's text (context
+    plus continuation, or the prompt) and returns an error message, or None to answer it.
+    """
+
+    def __init__(
+        self,
+        model_path: str = "fake",
+        reply: Callable[[str], str] | None = None,
+        fail: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.info = EngineInfo("fake", model_path, {"fake": "1"}, {}, 0.0)
         self.reply = reply or (lambda prompt: "1")
+        self.fail = fail or (lambda text: None)
         self.calls: list[str] = []
 
     def loglikelihood(self, requests: list[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         self.calls.append(f"loglikelihood:{len(requests)}")
         results = []
         for request in requests:
+            if (error := self.fail(request.context + request.continuation)) is not None:
+                results.append(LoglikelihoodResult.failed(error))
+                continue
             words = max(len(request.continuation.split()), 1)
             logprob = -2.0 * words - _unit(request.context + "\x00" + request.continuation)
             results.append(LoglikelihoodResult(logprob, False, len(request.context.split()) or 1, words))
@@ -50,6 +57,8 @@ class FakeEngine:
         return [self._result(conversation[-1]["content"], str(conversation)) for conversation in conversations]
 
     def _result(self, prompt: str, prompt_text: str) -> GenerationResult:
+        if (error := self.fail(prompt)) is not None:
+            return GenerationResult("", prompt_text, len(prompt.split()), 0, "error", error)
         text = self.reply(prompt)
         return GenerationResult(text, prompt_text, len(prompt.split()), len(text.split()), "stop")
 

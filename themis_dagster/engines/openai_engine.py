@@ -14,12 +14,11 @@ Generation goes through ``/v1/completions`` (plain prompts) and ``/v1/chat/compl
 - ``none``: ``loglikelihood`` raises ``LoglikelihoodUnsupportedError`` naming the endpoint.
 
 Failures: connection errors, timeouts, HTTP 408/429/5xx and malformed JSON are retried
-with exponential backoff (``Retry-After`` honoured, capped). Generation never raises for a
-batch: each request that still fails gets a ``GenerationResult`` with ``error`` set. For
-loglikelihoods the result type has no error field, and the dispatcher would store a
-placeholder number as if it were a score, so any failure raises ``LoglikelihoodBatchError``
-carrying the results that did arrive (``results``/``errors``, one per request); successful
-scores are also kept in the engine, so re-sending the batch only re-sends the failures.
+with exponential backoff (``Retry-After`` honoured, capped). No call raises for the requests
+that still fail: each gets a result with ``error`` set (a ``LoglikelihoodResult`` without a
+logprob, a ``GenerationResult`` without text) and the others keep their answers. Successful
+scores are also kept in the engine, so re-sending a batch only re-sends the failures. A
+server that cannot score at all raises ``LoglikelihoodUnsupportedError`` for the whole call.
 
 The API key is read from the environment variable *named* in the config. It is sent as a
 header and otherwise never stored in a readable attribute, settings, logs or messages:
@@ -40,15 +39,9 @@ from typing import Any, Literal, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from themis_dagster.engines.base import (
-    ChatMessage,
-    EngineInfo,
-    GenerationParams,
-    GenerationResult,
-    LoglikelihoodRequest,
-    LoglikelihoodResult,
-)
+from themis_dagster.engines.base import EngineInfo, GenerationResult, LoglikelihoodResult
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
+from themis_dagster.exchange import ChatMessage, GenerationParams, LoglikelihoodRequest
 
 logger = logging.getLogger(__name__)
 
@@ -74,18 +67,6 @@ class RequestFailedError(OpenAIEngineError):
 
 class LoglikelihoodUnsupportedError(OpenAIEngineError):
     """The server cannot return prompt-token logprobs, so continuations cannot be scored."""
-
-
-class LoglikelihoodBatchError(OpenAIEngineError):
-    """Some loglikelihood requests failed after retries; the others' results are attached.
-
-    ``results[i]`` / ``errors[i]`` belong to the i-th request of the call (exactly one is set).
-    """
-
-    def __init__(self, message: str, results: list[LoglikelihoodResult | None], errors: list[str | None]) -> None:
-        super().__init__(message)
-        self.results = results
-        self.errors = errors
 
 
 class _Malformed(ValueError):
@@ -424,24 +405,17 @@ class OpenAICompatibleEngine:
             except OpenAIEngineError as error:
                 return str(error)
 
-        failures: dict[LoglikelihoodRequest, str] = {}
+        failures: dict[LoglikelihoodRequest, LoglikelihoodResult] = {}
         for request, outcome in zip(todo, self._map(attempt, todo), strict=True):
             if isinstance(outcome, str):
-                failures[request] = outcome
+                failures[request] = LoglikelihoodResult.failed(outcome)
             else:
                 with self._lock:
                     self._ll_cache[request] = outcome
         if failures:
-            results = [self._ll_cache.get(request) for request in requests]
-            errors = [
-                failures.get(request) if result is None else None
-                for request, result in zip(requests, results, strict=True)
-            ]
-            first = next(iter(failures.values()))
-            raise LoglikelihoodBatchError(
-                f"{len(failures)} of {len(todo)} loglikelihood requests failed; first: {first}", results, errors
-            )
-        return [self._ll_cache[request] for request in requests]
+            first = next(iter(failures.values())).error
+            logger.warning("%d of %d loglikelihood requests failed; first: %s", len(failures), len(todo), first)
+        return [failures[request] if request in failures else self._ll_cache[request] for request in requests]
 
     def _score_tokens(self, request: LoglikelihoodRequest) -> LoglikelihoodResult:
         max_len, prefix = self._tokenizer_facts()

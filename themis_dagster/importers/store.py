@@ -7,17 +7,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 import yaml
 from dagster import AssetKey, AssetMaterialization, DagsterInstance
 
+from themis_dagster.exchange import Response
 from themis_dagster.importers import ImportedReplies
 from themis_dagster.partitions import evaluation_key
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.registry.models import ImportedSource, ModelSpec, load_registry
 from themis_dagster.settings import Settings
 from themis_dagster.warehouse import replace_partition
-from themis_dagster.warehouse.frames import RESPONSE_SCHEMA, items_frame, requests_frame
+from themis_dagster.warehouse.frames import to_frame
 
 
 def ensure_model_registered(settings: Settings, model_id: str, origin: str) -> bool:
@@ -48,24 +48,17 @@ def store_imported(
     import duckdb
 
     assert isinstance(conn, duckdb.DuckDBPyConnection)
-    responses = pl.DataFrame(
-        [
-            {
-                "model": model, "task": task, "request_id": r.request_id, "item_id": r.item_id,
-                "request_type": "chat", "logprob": None, "is_greedy": None, "text": r.text,
-                "prompt_text": None, "n_prompt_tokens": None, "n_output_tokens": None,
-                "finish_reason": "imported", "latency_s": None, "error": r.error,
-            }
-            for r in imported.responses
-        ],
-        schema=RESPONSE_SCHEMA,
-    )  # fmt: skip
+    # an imported reply is a chat reply's text (or error) and nothing else the engine would record
+    responses = [
+        Response(r.request_id, r.item_id, text=r.text, error=r.error, request_type="chat", finish_reason="imported")
+        for r in imported.responses
+    ]
+    partition = {"model": model, "task": task}
+    items = to_frame("task_items", imported.items, **partition, dataset_sha256=dataset_sha256)
     return {
-        "task_items": replace_partition(
-            conn, "task_items", items_frame(model, task, imported.items, dataset_sha256), model, task
-        ),
-        "prompts": replace_partition(conn, "prompts", requests_frame(model, task, imported.requests), model, task),
-        "responses": replace_partition(conn, "responses", responses, model, task),
+        "task_items": replace_partition(conn, "task_items", items, model, task),
+        "prompts": replace_partition(conn, "prompts", to_frame("prompts", imported.requests, **partition), model, task),
+        "responses": replace_partition(conn, "responses", to_frame("responses", responses, **partition), model, task),
     }
 
 

@@ -16,13 +16,15 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from themis_dagster.engines.base import GenerationParams
+from themis_dagster.exchange import GenerationParams, RequestType
 
-RequestType = Literal["loglikelihood", "generate", "chat"]
+# Task modules import the request and response types from here, next to the other task types.
+from themis_dagster.exchange import Request as Request
+from themis_dagster.exchange import Response as Response
 
 
 class TaskParams(BaseModel):
@@ -82,34 +84,6 @@ class Item:
     item_id: str
     subset: str | None
     fields: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Request:
-    """One engine request derived from an item; several requests may share an item."""
-
-    request_id: str
-    item_id: str
-    request_type: RequestType
-    context: str | None = None
-    continuation: str | None = None
-    prompt: str | None = None
-    messages: list[dict[str, str]] | None = None
-    template: str | None = None
-    template_sha256: str | None = None
-    gen_params: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class Response:
-    """The engine's raw answer to one request (as stored in the ``responses`` table)."""
-
-    request_id: str
-    item_id: str
-    logprob: float | None = None
-    is_greedy: bool | None = None
-    text: str | None = None
-    error: str | None = None
 
 
 @dataclass(frozen=True)

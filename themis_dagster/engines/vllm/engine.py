@@ -8,18 +8,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themis_dagster.engines.base import (
-    ChatMessage,
-    EngineInfo,
-    GenerationParams,
-    GenerationResult,
-    LoglikelihoodRequest,
-    LoglikelihoodResult,
-)
+from themis_dagster.engines.base import EngineInfo, GenerationResult, LoglikelihoodResult
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.engines.vllm.kv_cache import GIB, cpu_default_kv_cache_bytes
 from themis_dagster.engines.vllm.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
 from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
+from themis_dagster.exchange import ChatMessage, GenerationParams, LoglikelihoodRequest
 from themis_dagster.registry.models import ModelSpec
 
 if TYPE_CHECKING:

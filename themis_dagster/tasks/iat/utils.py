@@ -18,7 +18,7 @@ import jinja2
 import numpy as np
 from pydantic import Field, field_validator
 
-from themis_dagster.engines.base import GenerationParams
+from themis_dagster.exchange import GenerationParams
 from themis_dagster.tasks.iat.aggregate import iat_metrics
 from themis_dagster.tasks.iat.dscore import association_counts, d_score
 from themis_dagster.tasks.iat.parser import ParsedReply, parse_reply

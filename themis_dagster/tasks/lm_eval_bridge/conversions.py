@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from themis_dagster.engines.base import GenerationParams
+from themis_dagster.exchange import GenerationParams
 from themis_dagster.tasks.spec import Response
 
 DEFAULT_MAX_GEN_TOKS = 256  # lm-eval backends' default (lm_eval/models/vllm_causallms.py, huggingface.py)

@@ -1,0 +1,79 @@
+"""What tasks and engines exchange: a ``Request`` goes out, one ``Response`` comes back.
+
+Tasks build requests and judge responses; engines answer them; the warehouse stores both.
+This module imports neither ``tasks`` nor ``engines`` so that each can depend on it without
+depending on the other (lm-eval's ``Instance`` plays the same part: one object from request
+to score).
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RequestType = Literal["loglikelihood", "generate", "chat"]
+
+ChatMessage = dict[str, str]
+
+
+class GenerationParams(BaseModel):
+    """Sampling settings; greedy and seeded by default so a re-run reproduces its text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_tokens: int = Field(default=64, ge=1, le=8192)
+    temperature: float = Field(default=0.0, ge=0.0, le=5.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int | None = Field(default=1234, ge=0)
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoglikelihoodRequest:
+    """Score ``continuation`` after ``context`` (an empty context means: after the prefix token)."""
+
+    context: str
+    continuation: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """One engine request derived from an item; several requests may share an item."""
+
+    request_id: str
+    item_id: str
+    request_type: RequestType
+    context: str | None = None
+    continuation: str | None = None
+    prompt: str | None = None
+    messages: list[ChatMessage] | None = None
+    template: str | None = None
+    template_sha256: str | None = None
+    gen_params: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Response:
+    """The engine's answer to one request, exactly as the ``responses`` table stores it.
+
+    A request the engine could not answer has ``error`` set (and no score or text); the
+    others of its batch are answered as usual. The positional fields are the ones a task
+    judges by; the rest record how the answer was produced and are passed by name.
+    ``request_type`` is None only for responses a test builds by hand.
+    """
+
+    request_id: str
+    item_id: str
+    logprob: float | None = None
+    is_greedy: bool | None = None
+    text: str | None = None
+    error: str | None = None
+    _: KW_ONLY
+    request_type: RequestType | None = None
+    prompt_text: str | None = None
+    n_prompt_tokens: int | None = None
+    n_output_tokens: int | None = None
+    finish_reason: str | None = None
+    latency_s: float | None = None

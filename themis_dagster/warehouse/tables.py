@@ -1,0 +1,173 @@
+"""Every warehouse table, declared once: the DDL, the column order and the frame schema follow.
+
+Each stage of the asset chain owns one table keyed by (model, task); a materialization
+replaces its partition's rows in one transaction. Column order is the contract: writers
+name their columns explicitly, so a frame's own order never matters. Existing warehouses
+were created from these same names, types and keys; change them only with a migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    """A column's type in DuckDB and in polars; ``json`` columns hold encoded Python values."""
+
+    sql: str
+    frame: pl.DataType
+    json: bool = False
+
+
+TEXT = ColumnType("VARCHAR", pl.String())
+JSON = ColumnType("JSON", pl.String(), json=True)
+DOUBLE = ColumnType("DOUBLE", pl.Float64())
+INTEGER = ColumnType("INTEGER", pl.Int32())
+BOOLEAN = ColumnType("BOOLEAN", pl.Boolean())
+TIMESTAMP = ColumnType("TIMESTAMP", pl.Datetime("us"))
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: ColumnType
+    comment: str = ""
+    nullable: bool = True
+
+
+def required(name: str, type_: ColumnType, comment: str = "") -> Column:
+    """A NOT NULL column."""
+    return Column(name, type_, comment, nullable=False)
+
+
+class SchemaMismatchError(ValueError):
+    """A frame or record does not have exactly the columns of the table it is written to."""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...] = ()
+    comment: str = ""
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(column.name for column in self.columns)
+
+    @property
+    def frame_schema(self) -> dict[str, pl.DataType]:
+        return {column.name: column.type.frame for column in self.columns}
+
+    @property
+    def json_columns(self) -> frozenset[str]:
+        return frozenset(column.name for column in self.columns if column.type.json)
+
+    def check_columns(self, names: Iterable[str]) -> None:
+        """Raise SchemaMismatchError unless ``names`` are exactly this table's columns (in any order)."""
+        given, wanted = set(names), set(self.column_names)
+        if given != wanted:
+            missing, extra = sorted(wanted - given), sorted(given - wanted)
+            raise SchemaMismatchError(f"{self.name}: missing columns {missing}, unexpected columns {extra}")
+
+    def ddl(self) -> str:
+        """``CREATE TABLE IF NOT EXISTS`` for this table (names and types are constants, never values)."""
+        lines = [
+            f"{quote(column.name)} {column.type.sql}{'' if column.nullable else ' NOT NULL'}" for column in self.columns
+        ]
+        if self.primary_key:
+            lines.append(f"PRIMARY KEY ({', '.join(quote(name) for name in self.primary_key)})")
+        body = ",\n".join(f"    {line}" for line in lines)
+        return f"CREATE TABLE IF NOT EXISTS {quote(self.name)} (\n{body}\n);"
+
+
+def quote(identifier: str) -> str:
+    """Quote a declared identifier (LangBiTe's report columns contain spaces)."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+_MODEL = required("model", TEXT)
+_TASK = required("task", TEXT)
+
+
+def _partitioned(name: str, comment: str, columns: tuple[Column, ...], key: str | None = None) -> Table:
+    """A table keyed by (model, task): a stage's rows, replaced a partition at a time."""
+    return Table(name, (_MODEL, _TASK, *columns), ("model", "task", key) if key else (), comment)
+
+
+def _langbite(name: str, columns: tuple[Column, ...]) -> Table:
+    """LangBiTe's reports keep LangBiTe's column names ("Model" is our model id), plus the task."""
+    return Table(f"langbite_{name}", (_TASK, *columns), comment=f"LangBiTe's {name.replace('_', ' ')} report.")
+
+
+_REQUEST_ID = (required("request_id", TEXT), required("item_id", TEXT))
+_METRIC = (
+    Column("subset", TEXT, "NULL: the task's headline value"),
+    required("metric", TEXT),
+    Column("value", DOUBLE),
+    Column("ci_low", DOUBLE),
+    Column("ci_high", DOUBLE),
+    required("n", INTEGER),
+    required("materialized_at", TIMESTAMP),
+    required("run_id", TEXT),
+)
+_LANGBITE_MODEL = (Column("Provider", TEXT), Column("Model", TEXT))
+_LANGBITE_SCOPE = tuple(Column(name, TEXT) for name in ("Concern", "Language", "Input Type", "Reflection Type"))
+
+TABLES: dict[str, Table] = {table.name: table for table in (
+    _partitioned("task_items", "The task's benchmark items.", key="item_id", columns=(
+        required("item_id", TEXT), Column("subset", TEXT, "the slice an item belongs to (bias type, category)"),
+        required("fields", JSON, "the item as the benchmark file has it"), required("dataset_sha256", TEXT),
+    )),
+    _partitioned("prompts", "One row per engine request.", key="request_id", columns=(
+        *_REQUEST_ID, required("request_type", TEXT, "loglikelihood | generate | chat"),
+        Column("context", TEXT, "loglikelihood: the conditioning text"),
+        Column("continuation", TEXT, "loglikelihood: the scored text"),
+        Column("prompt", TEXT, "generate / chat: the user-visible prompt"),
+        Column("messages", JSON, "chat: the conversation sent"),
+        Column("template", TEXT, "template name (NULL when none)"), Column("template_sha256", TEXT),
+        Column("gen_params", JSON),
+    )),
+    _partitioned("responses", "The engine's answer to every request.", key="request_id", columns=(
+        *_REQUEST_ID, required("request_type", TEXT),
+        Column("logprob", DOUBLE), Column("is_greedy", BOOLEAN), Column("text", TEXT),
+        Column("prompt_text", TEXT, "generate / chat: exactly what the model saw"),
+        Column("n_prompt_tokens", INTEGER), Column("n_output_tokens", INTEGER), Column("finish_reason", TEXT),
+        Column("latency_s", DOUBLE, "the request's share of its batch's wall time"), Column("error", TEXT),
+    )),
+    _partitioned("judgments", "One judgment per item (or per attempt).", key="item_id", columns=(
+        required("item_id", TEXT), Column("subset", TEXT),
+        Column("outcome", TEXT, "the judgment in words (e.g. stereotype, anti, unparsed)"),
+        Column("score", DOUBLE, "the item's contribution to the headline metric"),
+        required("parsed", BOOLEAN, "false: the reply could not be interpreted"), Column("detail", JSON),
+    )),
+    _partitioned("metric_values", "The latest metrics of every (model, task) partition.", _METRIC),
+    _partitioned("metric_history", "Append-only: every materialization's metrics, across re-runs.", _METRIC),
+    _partitioned("evaluation_runs", "One row per materialized evaluation: the configuration that produced it.", (
+        required("run_id", TEXT), required("materialized_at", TIMESTAMP), required("config", JSON),
+    )),
+    Table("leaderboard", (
+        _TASK, required("metric", TEXT), required("rank", INTEGER), _MODEL,
+        Column("value", DOUBLE), Column("ci_low", DOUBLE), Column("ci_high", DOUBLE), required("n", INTEGER),
+        Column("ideal", DOUBLE), required("materialized_at", TIMESTAMP),
+    ), comment="Headline metrics ranked per task and metric."),
+    _langbite("responses", (*_LANGBITE_MODEL, Column("Instance", TEXT), Column("Response", TEXT))),
+    _langbite("evaluations", (*_LANGBITE_MODEL, *_LANGBITE_SCOPE, *(Column(name, TEXT) for name in (
+        "Template", "Oracle Evaluation", "Oracle Prediction", "Evaluation")))),
+    _langbite("global_evaluation", (
+        *_LANGBITE_MODEL, *_LANGBITE_SCOPE, *(Column(name, INTEGER) for name in ("Passed Nr", "Failed Nr", "Error Nr")),
+        Column("Passed Pct", DOUBLE), Column("Failed Pct", DOUBLE), Column("Total", INTEGER),
+        Column("Tolerance", DOUBLE), Column("Tolerance Evaluation", TEXT),
+    )),
+)}  # fmt: skip
+
+
+def declared(name: str) -> Table:
+    """The declared table called ``name``; KeyError for anything else (names reach SQL only from here)."""
+    if name not in TABLES:
+        raise KeyError(f"unknown warehouse table {name!r}")
+    return TABLES[name]
