@@ -14,7 +14,7 @@ import polars as pl
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
 from themis_dagster.assets.evaluation import bias_metrics
-from themis_dagster.assets.factory import ROW_COUNT, report_asset
+from themis_dagster.assets.factory import ROW_COUNT, AssetResult, report_asset
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.tasks.genderbench.marks import aggregate_use_cases
 from themis_dagster.tasks.langbite.reports import langbite_reports as build_langbite_reports
@@ -44,9 +44,7 @@ def _provider(config_json: str | None) -> str:
     deps=[bias_metrics],
     kinds=["duckdb", "csv"],
 )
-def langbite_reports(
-    context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource
-) -> MaterializeResult[None]:
+def langbite_reports(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
     collected: dict[str, list[pl.DataFrame]] = {name: [] for name in REPORT_TABLES}
     files: list[str] = []
     with warehouse.connect() as conn:
@@ -86,7 +84,7 @@ def langbite_reports(
 )
 def genderbench_marks(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource
-) -> MaterializeResult[None]:
+) -> AssetResult:
     with warehouse.connect() as conn:
         marks = conn.execute(
             "SELECT model, task, metric, value FROM metric_values "

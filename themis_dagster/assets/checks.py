@@ -1,7 +1,8 @@
 """Checks evaluated with every materialization of a stage (so they work per partition).
 
-Each stage declares its checks as ``AssetCheckSpec``s and returns their results in its
-``MaterializeResult``: row counts match upstream, parse-success rate, metric sanity.
+Each stage declares its checks (name and description, through ``factory.evaluation_asset``)
+and returns their results in its ``MaterializeResult``: row counts match upstream,
+parse-success rate, metric sanity.
 """
 
 from __future__ import annotations
@@ -9,13 +10,9 @@ from __future__ import annotations
 import math
 
 import polars as pl
-from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec
+from dagster import AssetCheckResult, AssetCheckSeverity
 
 PARSE_SUCCESS_THRESHOLD = 0.9
-
-
-def spec(asset: str, name: str, description: str) -> AssetCheckSpec:
-    return AssetCheckSpec(name=name, asset=asset, description=description)
 
 
 def rows_match(name: str, actual: int, expected: int, what: str) -> AssetCheckResult:

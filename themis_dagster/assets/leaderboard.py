@@ -6,7 +6,7 @@ import polars as pl
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
 from themis_dagster.assets.evaluation import bias_metrics
-from themis_dagster.assets.factory import ROW_COUNT, report_asset
+from themis_dagster.assets.factory import ROW_COUNT, AssetResult, report_asset
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.tasks.loader import task_names
 from themis_dagster.warehouse import replace_table
@@ -36,9 +36,7 @@ def rank_models(headline: pl.DataFrame, ideals: pl.DataFrame, at: datetime) -> p
 
 
 @report_asset(description="Headline metrics of every evaluated model, ranked per task and metric.", deps=[bias_metrics])
-def leaderboard(
-    context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource
-) -> MaterializeResult[None]:
+def leaderboard(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
     with warehouse.connect() as conn:
         headline = conn.execute(
             "SELECT model, task, metric, value, ci_low, ci_high, n FROM metric_values "

@@ -2,7 +2,7 @@
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
-from themis_dagster.assets.factory import report_asset
+from themis_dagster.assets.factory import AssetResult, report_asset
 from themis_dagster.assets.leaderboard import leaderboard
 from themis_dagster.reports import known_models, render_model_report, save_model_report
 from themis_dagster.resources import ThemisConfig, WarehouseResource
@@ -13,9 +13,7 @@ from themis_dagster.resources import ThemisConfig, WarehouseResource
     deps=[leaderboard],
     kinds=["html"],
 )
-def model_reports(
-    context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource
-) -> MaterializeResult[None]:
+def model_reports(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
     with warehouse.connect() as conn:
         reports = [render_model_report(conn, model) for model in known_models(conn)]
     paths = {report.model: str(save_model_report(report, themis.reports_path())) for report in reports}

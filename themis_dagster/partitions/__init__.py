@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from dagster import (
     AssetExecutionContext,
     DynamicPartitionsDefinition,
@@ -28,7 +30,17 @@ def evaluation_key(model: str, task: str) -> MultiPartitionKey:
     return MultiPartitionKey({"model": model, "task": task})
 
 
-def model_and_task(context: AssetExecutionContext) -> tuple[str, str]:
+class EvaluationPartition(NamedTuple):
+    """One (model, task) partition, validated; the rows of every stage table it owns share it."""
+
+    model: str
+    task: str
+
+    def __str__(self) -> str:
+        return f"{self.model}|{self.task}"
+
+
+def model_and_task(context: AssetExecutionContext) -> EvaluationPartition:
     """(model, task) of the running partition, whether the key arrives typed or as ``model|task``."""
     key = context.partition_key
     if isinstance(key, MultiPartitionKey):
@@ -37,4 +49,4 @@ def model_and_task(context: AssetExecutionContext) -> tuple[str, str]:
     else:
         model, _, task = str(key).partition("|")
     evaluation_key(model, task)  # validates both
-    return model, task
+    return EvaluationPartition(model, task)
