@@ -53,6 +53,41 @@ def test_asset_graph_snapshot() -> None:
     assert {"crows_pairs", "crows_pairs_prompted"} <= set(task_names())
 
 
+def test_asset_specs_snapshot() -> None:
+    """Each asset's group, kinds, partitioning, automation and checks, as the factories build them."""
+    graph = defs.resolve_asset_graph()
+    specs = {}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        specs[key.to_user_string()] = (
+            node.group_name,
+            sorted(node.kinds),
+            node.partitions_def is not None,
+            node.automation_condition is not None,
+            node.code_version is not None,
+        )
+    assert specs == {
+        "task_dataset": ("evaluation", ["duckdb"], True, False, True),
+        "rendered_prompts": ("evaluation", ["duckdb"], True, False, True),
+        "raw_responses": ("evaluation", ["duckdb", "vllm"], True, False, True),
+        "judgments": ("evaluation", ["duckdb"], True, False, True),
+        "bias_metrics": ("evaluation", ["duckdb"], True, False, True),
+        "leaderboard": ("reports", ["duckdb"], False, True, True),
+        "langbite_reports": ("reports", ["csv", "duckdb"], False, True, True),
+        "genderbench_marks": ("reports", ["duckdb"], False, True, True),
+        "model_reports": ("reports", ["html"], False, True, True),
+    }
+    checks = sorted((c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys)
+    assert checks == [
+        ("bias_metrics", "ci_contains_estimate"),
+        ("bias_metrics", "headline_metrics_present"),
+        ("judgments", "parse_success_rate"),
+        ("raw_responses", "no_engine_errors"),
+        ("raw_responses", "responses_match_prompts"),
+        ("rendered_prompts", "every_item_has_requests"),
+    ]
+
+
 def _materialize(instance: DagsterInstance, resources: dict[str, object], task: str) -> bool:
     result = materialize(
         [*evaluation_assets, *report_assets],
