@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -32,9 +33,13 @@ def instance() -> DagsterInstance:
 
 
 def make_resources(
-    warehouse_path: Path, overrides_file: Path | None = None, engine: str = "fake", keep_warm: bool = False
+    warehouse_path: Path,
+    overrides_file: Path | None = None,
+    engine: str = "fake",
+    keep_warm: bool = False,
+    **themis_settings: Any,
 ) -> dict[str, object]:
-    """Resources pointing at the project's registries but a temporary warehouse."""
+    """Resources pointing at the project's registries but a temporary warehouse (``themis_settings``: more config)."""
     themis = ThemisConfig(
         models_file=str(SETTINGS.models_file),
         datasets_dir=str(SETTINGS.datasets_dir),
@@ -44,6 +49,7 @@ def make_resources(
         exports_dir=str(warehouse_path.parent / "exports"),
         reports_dir=str(warehouse_path.parent / "reports"),
         allow_downloads=False,
+        **themis_settings,
     )
     return {
         "themis": themis,

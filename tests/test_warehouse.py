@@ -115,6 +115,14 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("Error Nr", "INTEGER", False), ("Passed Pct", "DOUBLE", False), ("Failed Pct", "DOUBLE", False),
         ("Total", "INTEGER", False), ("Tolerance", "DOUBLE", False), ("Tolerance Evaluation", "VARCHAR", False),
     ], ()),
+    # Added with the request cache: answers by request fingerprint, appended a chunk at a time.
+    "request_cache": ([
+        ("fingerprint", "VARCHAR", True), ("model", "VARCHAR", True), ("request_type", "VARCHAR", True),
+        ("logprob", "DOUBLE", False), ("is_greedy", "BOOLEAN", False), ("text", "VARCHAR", False),
+        ("prompt_text", "VARCHAR", False), ("n_prompt_tokens", "INTEGER", False),
+        ("n_output_tokens", "INTEGER", False), ("finish_reason", "VARCHAR", False), ("latency_s", "DOUBLE", False),
+        ("cached_at", "TIMESTAMP", True),
+    ], ()),
 }  # fmt: skip
 
 

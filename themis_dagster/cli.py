@@ -298,6 +298,31 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    """Show or clear the request cache (answers by request fingerprint, reused across runs)."""
+    from themis_dagster.registry.model_id import InvalidModelIdError, validate_model_id
+    from themis_dagster.resources import WarehouseResource
+
+    if args.model:
+        try:
+            validate_model_id(args.model)
+        except InvalidModelIdError as error:
+            raise ConfigError(str(error)) from None
+    where, values = ("WHERE model = ?", [args.model]) if args.model else ("", [])
+    with WarehouseResource(database=str(Settings.from_env().warehouse)).connect() as conn:
+        if args.action == "clear":
+            row = conn.execute(f"DELETE FROM request_cache {where} RETURNING 1", values).fetchall()  # noqa: S608
+            print(f"cleared {len(row)} cached answers" + (f" of {args.model}" if args.model else ""))
+            return 0
+        frame = conn.execute(
+            f"SELECT model, count(*) AS answers, min(cached_at) AS first, max(cached_at) AS last "  # noqa: S608
+            f"FROM request_cache {where} GROUP BY model ORDER BY model",
+            values,
+        ).df()
+    print(frame.to_string(index=False) if not frame.empty else "(the request cache is empty)")
+    return 0
+
+
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     print_leaderboard(Settings.from_env().warehouse)
     return 0
@@ -333,6 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
     snap = sub.add_parser("snapshot", help="copy the warehouse for long read-only sessions (BI tools)")
     snap.add_argument("target", nargs="?", help="default: data/warehouse-snapshot.duckdb")
     snap.set_defaults(func=cmd_snapshot)
+    cache = sub.add_parser("cache", help="show or clear the request cache (answers reused across runs)")
+    cache.add_argument("action", choices=["stats", "clear"])
+    cache.add_argument("--model", help="only this model's cached answers")
+    cache.set_defaults(func=cmd_cache)
     board = sub.add_parser("leaderboard", help="print the leaderboard")
     board.set_defaults(func=cmd_leaderboard)
     return parser

@@ -26,6 +26,8 @@ def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, ob
             discovered_models_file=str(settings.discovered_models_file),
             exports_dir=str(settings.exports_dir),
             reports_dir=str(settings.reports_dir),
+            request_cache=settings.request_cache,
+            request_chunk_size=settings.request_chunk_size,
         ),
         "warehouse": WarehouseResource(database=str(settings.warehouse)),
         "engine": engine,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,6 +31,8 @@ class Settings(BaseModel):
     checkpoint_tasks: str = ""  # comma-separated; empty: every task
     engine: str = "vllm"
     task_overrides_file: Path | None = None
+    request_cache: bool = True  # reuse answers by request fingerprint (and resume killed runs)
+    request_chunk_size: int = Field(default=1024, ge=1)  # requests sent, and answers committed, at a time
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -51,6 +53,8 @@ class Settings(BaseModel):
             "server_idle_shutdown_s": "THEMIS_SERVER_IDLE_SHUTDOWN_S",
             "engine": "THEMIS_ENGINE",
             "task_overrides_file": "THEMIS_TASK_OVERRIDES",
+            "request_cache": "THEMIS_REQUEST_CACHE",
+            "request_chunk_size": "THEMIS_REQUEST_CHUNK_SIZE",
         }
         values = {field: os.environ[var] for field, var in env.items() if os.environ.get(var)}
         return cls.model_validate(values)

@@ -15,9 +15,11 @@ import polars as pl
 from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue
 
 from themis_dagster.assets import checks
+from themis_dagster.assets.answering import answer_requests
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, evaluation_asset
 from themis_dagster.assets.stage import preview, read_upstream, replace_stage, task_metadata
 from themis_dagster.engines.dispatch import dispatch
+from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import model_and_task
 from themis_dagster.provenance import code_version
@@ -111,10 +113,21 @@ def raw_responses(
     with warehouse.connect() as conn:
         requests = read_upstream(conn, "prompts", key, Request)
     weights = themis.weights(spec)
+    identity = engine.output_identity()
     started = time.perf_counter()
-    loaded = engine.engine_for(spec, weights)
-    answers, stats = dispatch(loaded, requests, retries=task.params.retries())
+    answers, answering = answer_requests(
+        requests,
+        engine=lambda: engine.engine_for(spec, weights),
+        warehouse=warehouse,
+        model_id=key.model,
+        model_fingerprint=model_fingerprint(spec, weights, identity) if themis.request_cache else None,
+        chunk_size=themis.request_chunk_size,
+        retries=task.params.retries(),
+    )
     duration = time.perf_counter() - started
+    stats = answering.dispatch
+    info = engine.loaded_info() if answering.sent else None
+    loaded_now = info is not None and engine.loaded_in_last_call
     run_config = {
         "model": spec.model_dump(mode="json"),
         "weights": weights.__dict__,
@@ -122,7 +135,7 @@ def raw_responses(
         "lora_adapter_sha256": weights.lora_sha256,
         "task": task.spec.model_dump(mode="json"),
         "task_params": task.params.model_dump(mode="json"),
-        "engine": loaded.info.__dict__,
+        "engine": info.__dict__ if info is not None else identity | {"loaded": False},
         "code_version": code_version(),
     }
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -149,11 +162,11 @@ def raw_responses(
                 if weights.lora_path is not None
                 else {}
             ),
-            "engine": loaded.info.engine,
-            "engine_settings": MetadataValue.json(json.loads(json.dumps(loaded.info.settings, default=str))),
-            "library_versions": MetadataValue.json(loaded.info.versions),
-            "engine_load_seconds": round(loaded.info.load_seconds, 2) if engine.loaded_in_last_call else 0.0,
-            "engine_reused": not engine.loaded_in_last_call,
+            "engine": info.engine if info is not None else f"{identity['engine']} (not loaded: every answer reused)",
+            "engine_settings": MetadataValue.json(json.loads(json.dumps(info.settings if info else {}, default=str))),
+            "library_versions": MetadataValue.json(info.versions if info is not None else {}),
+            "engine_load_seconds": round(info.load_seconds, 2) if info is not None and loaded_now else 0.0,
+            "engine_reused": info is not None and not loaded_now,
             "generation_params": MetadataValue.json(task.params.generation.model_dump(mode="json")),
             "duration_seconds": round(duration, 2),
             "engine_seconds": round(stats.engine_seconds, 2),
@@ -162,6 +175,10 @@ def raw_responses(
             "tokens_per_second": round(stats.tokens_per_second, 1),
             "errors": stats.errors,
             "retried_requests": stats.retried,
+            "answers_reused": answering.reused,
+            "requests_sent": answering.sent,
+            "chunks_committed": answering.chunks,
+            "request_cache": "on" if themis.request_cache else "off",
         },
     )
 

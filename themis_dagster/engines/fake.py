@@ -7,6 +7,7 @@ plumbing be tested in seconds.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 
 from themis_dagster.engines.base import EngineInfo, GenerationResult, LoglikelihoodResult
@@ -30,14 +31,16 @@ class FakeEngine:
         model_path: str = "fake",
         reply: Callable[[str], str] | None = None,
         fail: Callable[[str], str | None] | None = None,
+        latency_s: float = 0.0,
     ) -> None:
         self.info = EngineInfo("fake", model_path, {"fake": "1"}, {}, 0.0)
+        self.latency_s = latency_s  # seconds each call takes, as a batch on an accelerator would
         self.reply = reply or (lambda prompt: "1")
         self.fail = fail or (lambda text: None)
         self.calls: list[str] = []
 
     def loglikelihood(self, requests: list[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        self.calls.append(f"loglikelihood:{len(requests)}")
+        self._called(f"loglikelihood:{len(requests)}")
         results = []
         for request in requests:
             if (error := self.fail(request.context + request.continuation)) is not None:
@@ -49,11 +52,11 @@ class FakeEngine:
         return results
 
     def generate(self, prompts: list[str], params: GenerationParams) -> list[GenerationResult]:
-        self.calls.append(f"generate:{len(prompts)}")
+        self._called(f"generate:{len(prompts)}")
         return [self._result(prompt, prompt) for prompt in prompts]
 
     def chat(self, conversations: list[list[ChatMessage]], params: GenerationParams) -> list[GenerationResult]:
-        self.calls.append(f"chat:{len(conversations)}")
+        self._called(f"chat:{len(conversations)}")
         return [self._result(conversation[-1]["content"], str(conversation)) for conversation in conversations]
 
     def _result(self, prompt: str, prompt_text: str) -> GenerationResult:
@@ -61,6 +64,10 @@ class FakeEngine:
             return GenerationResult("", prompt_text, len(prompt.split()), 0, "error", error)
         text = self.reply(prompt)
         return GenerationResult(text, prompt_text, len(prompt.split()), len(text.split()), "stop")
+
+    def _called(self, call: str) -> None:
+        self.calls.append(call)
+        time.sleep(self.latency_s)
 
     def shutdown(self) -> None:
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dagster import ConfigurableResource
+from pydantic import Field
 
 from themis_dagster.datasets import ResolvedFile, resolve_file
 from themis_dagster.registry.models import ModelSpec, get_model, load_registry
@@ -27,6 +28,8 @@ class ThemisConfig(ConfigurableResource):  # type: ignore[type-arg]
     exports_dir: str = "data/exports"
     reports_dir: str = "data/reports"
     allow_downloads: bool = True
+    request_cache: bool = True
+    request_chunk_size: int = Field(default=1024, ge=1)
 
     def reports_path(self) -> Path:
         return Path(self.reports_dir)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Self
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from themis_dagster.engines.base import Engine
+from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.registry.models import ApiSource, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
@@ -43,6 +43,10 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         raise NotImplementedError
+
+    def output_identity(self) -> dict[str, str]:
+        """What about this engine can change an answer (part of every request fingerprint)."""
+        return {"engine": type(self).__name__}
 
     def _build_for(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         """Models behind an API are always answered over HTTP; the others by this resource's engine."""
@@ -76,6 +80,10 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
         self._engine, self._key = engine, key
         return engine
 
+    def loaded_info(self) -> EngineInfo | None:
+        """The facts of the engine this run holds (None before ``engine_for``)."""
+        return None if self._engine is None else self._engine.info
+
     @property
     def loaded_in_last_call(self) -> bool:
         """Whether the last ``engine_for`` built the engine (False: reused a warm one)."""
@@ -104,10 +112,14 @@ class FakeEngineResource(EngineResource):
     """Deterministic fake engine for fast tests of the graph's plumbing."""
 
     reply: str = "1"
+    latency_s: float = 0.0  # seconds each engine call takes (simulates an accelerator's batch time)
+
+    def output_identity(self) -> dict[str, str]:
+        return super().output_identity() | {"reply": self.reply}
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         fixed = self.reply
-        return FakeEngine(weights.path, reply=lambda prompt: fixed)
+        return FakeEngine(weights.path, reply=lambda prompt: fixed, latency_s=self.latency_s)
 
 
 def shutdown_warm_engines(process_exiting: bool = False) -> None:

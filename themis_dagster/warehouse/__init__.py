@@ -83,6 +83,53 @@ def append_rows(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame
     return frame.height
 
 
+def append_new(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame, key: str) -> int:
+    """Append, in one transaction, the rows whose ``key`` the table does not hold yet; returns how many.
+
+    Keeps ``key`` unique by construction (DuckLake tables have no PRIMARY KEY), for append-only
+    tables written by several runs, such as the request cache.
+    """
+    declaration = _check_frame(table, frame)
+    if key not in declaration.column_names:
+        raise KeyError(f"{table} has no column {key!r}")
+    names = ", ".join(quote(column) for column in declaration.column_names)
+    fresh = frame.unique(subset=[key], keep="first", maintain_order=True)
+    conn.register("themis_frame", fresh.select(declaration.column_names).to_arrow())
+    try:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            before = conn.execute(f"SELECT count(*) FROM {quote(table)}").fetchone()  # noqa: S608 - declared names
+            conn.execute(
+                f"INSERT INTO {quote(table)} ({names}) SELECT {names} FROM themis_frame "  # noqa: S608
+                f"WHERE {quote(key)} NOT IN (SELECT {quote(key)} FROM {quote(table)})"
+            )
+            after = conn.execute(f"SELECT count(*) FROM {quote(table)}").fetchone()  # noqa: S608
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.unregister("themis_frame")
+    return int(after[0] if after else 0) - int(before[0] if before else 0)
+
+
+def read_by_key(conn: duckdb.DuckDBPyConnection, table: str, key: str, values: list[str]) -> pl.DataFrame:
+    """The rows of ``table`` whose ``key`` is one of ``values`` (one row per value, the oldest)."""
+    declaration = declared(table)
+    if key not in declaration.column_names:
+        raise KeyError(f"{table} has no column {key!r}")
+    names = ", ".join(f"t.{quote(column)}" for column in declaration.column_names)
+    conn.register("themis_keys", pl.DataFrame({"key": values}, schema={"key": pl.String}).to_arrow())
+    try:
+        query = (
+            f"SELECT {names} FROM {quote(table)} t JOIN themis_keys k ON t.{quote(key)} = k.key "  # noqa: S608
+            f"QUALIFY row_number() OVER (PARTITION BY t.{quote(key)} ORDER BY t.{quote(key)}) = 1"
+        )
+        return conn.execute(query).pl()
+    finally:
+        conn.unregister("themis_keys")
+
+
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 

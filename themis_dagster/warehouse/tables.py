@@ -166,6 +166,30 @@ TABLES: dict[str, Table] = {table.name: table for table in (
 )}  # fmt: skip
 
 
+def _request_cache(responses: Table) -> Table:
+    """What a response says, keyed by the fingerprint of what determines it rather than by who asked.
+
+    A chunk of answers is appended here as soon as the engine returns it, so a killed run
+    resumes from what it had, and the same request for the same model is never computed
+    twice. No PRIMARY KEY (DuckLake has none): writers insert only fingerprints not yet present.
+    """
+    who_asked = {"model", "task", "request_id", "item_id", "error"}
+    answer = tuple(column for column in responses.columns if column.name not in who_asked)
+    return Table(
+        "request_cache",
+        (
+            required("fingerprint", TEXT, "sha256 of the model fingerprint, the request's content and its sampling"),
+            required("model", TEXT, "the model id whose run computed it"),
+            *answer,
+            required("cached_at", TIMESTAMP),
+        ),
+        comment="Answers by request fingerprint, committed a chunk at a time.",
+    )
+
+
+TABLES["request_cache"] = _request_cache(TABLES["responses"])
+
+
 def declared(name: str) -> Table:
     """The declared table called ``name``; KeyError for anything else (names reach SQL only from here)."""
     if name not in TABLES:

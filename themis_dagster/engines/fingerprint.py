@@ -1,0 +1,73 @@
+"""What determines an answer, hashed: a request is computed again only when one of these changes.
+
+A request's fingerprint covers the model (weights and adapter hashes, and every declared
+setting that can change an output), the engine implementation, and the request's content
+and sampling settings (seed included). Settings that only change speed or memory (KV cache
+size, block size, prefix caching, batch limits, process layout) are left out, so turning them
+does not throw answers away; prefix reuse is checked to give identical scores
+(tests/test_prefix_reuse.py, tests/test_engine_e2e.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from themis_dagster.exchange import GenerationParams, Request
+from themis_dagster.registry.models import ApiSource, ModelSpec
+from themis_dagster.registry.weights import ResolvedWeights
+
+# EngineArgs fields that change how fast an answer comes, never what it is.
+SPEED_ONLY_ENGINE_ARGS = frozenset(
+    {"gpu_memory_utilization", "kv_cache_gib", "max_num_seqs", "enable_prefix_caching", "block_size", "in_process"}
+)
+
+
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def model_fingerprint(spec: ModelSpec, weights: ResolvedWeights, engine: Mapping[str, Any]) -> str:
+    """The model as far as its answers go: weights, adapter, output-changing settings, engine.
+
+    The id, description and where the weights sit on disk are left out (their hashes stand
+    for them), so a model registered twice under two ids shares its answers; an API model is
+    its endpoint and model name.
+    """
+    declared = spec.model_dump(mode="json", exclude={"id", "description", "source", "lora"})
+    declared["engine"] = {k: v for k, v in declared["engine"].items() if k not in SPEED_ONLY_ENGINE_ARGS}
+    source = spec.source.model_dump(mode="json") if isinstance(spec.source, ApiSource) else None
+    return _sha256(
+        {
+            "model": declared,
+            "api": source,
+            "weights_sha256": weights.weights_sha256,
+            "lora_sha256": weights.lora_sha256,
+            "engine": dict(engine),
+        }
+    )
+
+
+def cacheable(request: Request) -> bool:
+    """Whether the same request always gets the same answer: scoring does, sampling only with a seed."""
+    if request.request_type == "loglikelihood":
+        return True
+    params = GenerationParams.model_validate(request.gen_params or {})
+    return params.seed is not None or params.temperature == 0.0
+
+
+def request_fingerprint(model: str, request: Request) -> str:
+    """``model`` (a model fingerprint) plus what the request asks: the key of its cached answer."""
+    return _sha256(
+        {
+            "model": model,
+            "request_type": request.request_type,
+            "context": request.context,
+            "continuation": request.continuation,
+            "prompt": request.prompt,
+            "messages": request.messages,
+            "gen_params": request.gen_params,
+        }
+    )
