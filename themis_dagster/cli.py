@@ -237,7 +237,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     ensure_dagster_home()
     instance = DagsterInstance.get()
     register_models(instance, [args.model])
-    with WarehouseResource(database=str(settings.warehouse)).connect() as conn:
+    warehouse = WarehouseResource(database=str(settings.warehouse), lock_timeout_s=settings.warehouse_lock_timeout_s)
+    with warehouse.connect() as conn:
         counts = store_imported(conn, args.model, "iat", imported, "+".join(f.sha256 for f in files.values()))
     record_import(instance, args.model, "iat", paths, counts)
     defs = build_definitions(settings)

@@ -27,7 +27,9 @@ def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, ob
             exports_dir=str(settings.exports_dir),
             reports_dir=str(settings.reports_dir),
         ),
-        "warehouse": WarehouseResource(database=str(settings.warehouse)),
+        "warehouse": WarehouseResource(
+            database=str(settings.warehouse), lock_timeout_s=settings.warehouse_lock_timeout_s
+        ),
         "engine": engine,
         "checkpoint_watch": CheckpointWatchConfig(
             checkpoints_dir=str(settings.checkpoints_dir),
