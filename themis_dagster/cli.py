@@ -87,6 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from themis_dagster.definitions import build_definitions
     from themis_dagster.partitions import evaluation_key
     from themis_dagster.resources.engine import shutdown_warm_engines
+    from themis_dagster.runs.orphans import fail_dead_runs
+    from themis_dagster.runs.owner import owner_tags
     from themis_dagster.tasks.loader import task_names
 
     settings = Settings.from_env()
@@ -98,6 +100,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"[themis] skipping {task}: {reason}", file=sys.stderr)
     ensure_dagster_home()
     instance = DagsterInstance.get()
+    for run_id in fail_dead_runs(instance):  # killed earlier: schedules and sensors may now retry them
+        print(f"[themis] run {run_id} was left unfinished by a process that is gone: marked failed", file=sys.stderr)
     register_models(instance, [args.model])
     defs = build_definitions(settings, keep_warm=True)
     job = defs.resolve_job_def("evaluate")
@@ -110,6 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 instance=instance,
                 raise_on_error=False,
                 run_config=QUIET_LOGS,
+                tags=owner_tags(),  # from its creation, so a kill at any point is recognised (runs.orphans)
             )
             status = "ok" if result.success else "FAILED"
             engine_note = ""
@@ -124,7 +129,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             if not result.success:
                 failed.append(task)
         if not args.skip_reports:
-            defs.resolve_job_def("reports").execute_in_process(instance=instance, run_config=QUIET_LOGS)
+            defs.resolve_job_def("reports").execute_in_process(
+                instance=instance, run_config=QUIET_LOGS, tags=owner_tags()
+            )
     finally:
         started = time.perf_counter()
         shutdown_warm_engines(process_exiting=_QUICK_EXIT)

@@ -11,6 +11,7 @@ from dagster import InitResourceContext
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, PrivateAttr
 
+from themis_dagster.runs.owner import owner_tags
 from themis_dagster.warehouse import ensure_schema
 from themis_dagster.warehouse.integrity import check_warehouse
 from themis_dagster.warehouse.lock_wait import DEFAULT_LOCK_TIMEOUT_S, connect_waiting
@@ -35,8 +36,14 @@ class WarehouseResource(DuckDBResource):
     _checked: bool = PrivateAttr(default=False)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
-        """Check the file again for each run (it may have been damaged since the last one)."""
+        """Check the file again for each run, and record this process as the run's owner (``runs.owner``).
+
+        Every run that writes the warehouse uses this resource, so each such run, whoever
+        launched it, can be recognised as dead later if its process is killed.
+        """
         self._checked = False
+        if context.instance is not None and context.run_id is not None:
+            context.instance.add_run_tags(context.run_id, owner_tags())
 
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
