@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
-import yaml
 from dagster import (
     DagsterEventType,
     DagsterInstance,
@@ -25,18 +21,14 @@ from dagster import (
     build_schedule_context,
     materialize,
 )
-from safetensors.numpy import save_file
 
-from tests.conftest import requires_mirror, write_overrides
+from tests.conftest import requires_mirror
+from tests.deployment import MODEL, TASK, themis_deployment
 from themis_dagster.partitions import evaluation_key
-from themis_dagster.resources import ThemisConfig, WarehouseResource
+from themis_dagster.resources import WarehouseResource
 from themis_dagster.runs.orphans import fail_dead_runs
 from themis_dagster.runs.owner import HOST_TAG, PID_TAG, START_TAG, owner_liveness, owner_tags
 from themis_dagster.schedules.reevaluation import _in_flight, plan_reevaluation
-from themis_dagster.settings import PROJECT_ROOT, Settings
-
-MODEL = "ckpt-a"
-TASK = "crows_pairs"
 
 # ``themis run`` with an engine that blocks on its first request (after telling the test).
 BLOCKING_RUN = """
@@ -81,46 +73,6 @@ def test_other_hosts_and_untagged_runs_are_left_alone() -> None:
 # --- a real in-process run, SIGKILLed in its engine step ---------------------------------------
 
 
-def _checkpoint(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 512}))
-    save_file({"w": np.zeros((2, 2), dtype=np.float32)}, str(folder / "model.safetensors"))
-    return folder
-
-
-@pytest.fixture
-def deployment(tmp_path: Path) -> Iterator[tuple[dict[str, str], ThemisConfig, Path]]:
-    """Environment of a ``themis`` deployment in ``tmp_path``: its own Dagster home and warehouse, fake engine."""
-    models_file = tmp_path / "models.yaml"
-    source = {"kind": "local", "path": str(_checkpoint(tmp_path / "ckpt"))}
-    models_file.write_text(yaml.safe_dump({"models": [{"id": MODEL, "source": source}]}))
-    overrides = write_overrides(tmp_path / "overrides.yaml", {TASK: {"limit": 4}})
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(PROJECT_ROOT),
-        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-        "THEMIS_ENGINE": "fake",
-        "THEMIS_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
-        "THEMIS_MODELS_FILE": str(models_file),
-        "THEMIS_DISCOVERED_MODELS_FILE": str(tmp_path / "discovered.yaml"),
-        "THEMIS_TASK_OVERRIDES": str(overrides),
-        "THEMIS_CACHE_DIR": str(tmp_path / "cache"),
-        "THEMIS_MODELS_DIR": str(tmp_path / "models"),
-        "THEMIS_REPORTS_DIR": str(tmp_path / "reports"),
-        "THEMIS_EXPORTS_DIR": str(tmp_path / "exports"),
-    }
-    themis = ThemisConfig(
-        models_file=str(models_file),
-        discovered_models_file=str(tmp_path / "discovered.yaml"),
-        datasets_dir=str(Settings().datasets_dir),
-        cache_dir=str(tmp_path / "cache"),
-        models_dir=str(tmp_path / "models"),
-        task_overrides_file=str(overrides),
-        allow_downloads=False,
-    )
-    yield env, themis, tmp_path
-
-
 def _kill_in_engine(env: dict[str, str], tmp_path: Path) -> None:
     """Start ``themis run`` in a subprocess and SIGKILL it once its engine step is running."""
     marker = tmp_path / f"engine-{time.monotonic_ns()}"
@@ -147,8 +99,8 @@ def _failure_message(instance: DagsterInstance, run_id: str) -> str:
 
 
 @requires_mirror
-def test_the_schedule_fails_a_killed_run_and_retries_its_partition(deployment) -> None:
-    env, themis, tmp_path = deployment
+def test_the_schedule_fails_a_killed_run_and_retries_its_partition(tmp_path: Path) -> None:
+    env, themis = themis_deployment(tmp_path)
     _kill_in_engine(env, tmp_path)
     partition = str(evaluation_key(MODEL, TASK))
     with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
@@ -170,8 +122,8 @@ def test_the_schedule_fails_a_killed_run_and_retries_its_partition(deployment) -
 
 
 @requires_mirror
-def test_the_next_themis_run_fails_the_killed_run_then_evaluates(deployment) -> None:
-    env, _, tmp_path = deployment
+def test_the_next_themis_run_fails_the_killed_run_then_evaluates(tmp_path: Path) -> None:
+    env, _ = themis_deployment(tmp_path)
     _kill_in_engine(env, tmp_path)
     argv = [sys.executable, "-m", "themis_dagster.cli", "run", "--model", MODEL, "--task", TASK, "--skip-reports"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)

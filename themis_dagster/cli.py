@@ -84,6 +84,7 @@ def print_leaderboard(warehouse: Path, out: TextIO = sys.stdout) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
+    from themis_dagster.concurrency import engine_pool_in_use
     from themis_dagster.definitions import build_definitions
     from themis_dagster.partitions import evaluation_key
     from themis_dagster.resources.engine import shutdown_warm_engines
@@ -128,6 +129,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"[themis] {args.model}|{task}: {status} in {elapsed:.1f} s{engine_note}", flush=True)
             if not result.success:
                 failed.append(task)
+            if engine_pool_in_use(instance):  # another run waits for (or holds) the engine pool:
+                shutdown_warm_engines()  # do not keep a second engine in memory (one GPU) meanwhile
         if not args.skip_reports:
             defs.resolve_job_def("reports").execute_in_process(
                 instance=instance, run_config=QUIET_LOGS, tags=owner_tags()
