@@ -373,6 +373,9 @@ def console_main() -> None:
     if "vllm" in sys.modules:
         import logging
 
+        from themis_dagster.engines.vllm.tempfiles import remove_dist_stores
+
+        remove_dist_stores()  # the skipped teardown would have deleted vLLM's /tmp/vllm_dist_* file
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
