@@ -19,7 +19,7 @@ from tests.conftest import requires_mirror
 from tests.deployment import MODEL, themis_deployment
 from themis_dagster import cli
 from themis_dagster.cli import ensure_dagster_home
-from themis_dagster.concurrency import ENGINE_POOL, engine_pool_in_use
+from themis_dagster.concurrency import ENGINE_POOL, engine_pool_in_use, ensure_engine_pool_limit
 from themis_dagster.resources.engine import EngineResource
 from themis_dagster.runs.orphans import fail_dead_runs
 from themis_dagster.settings import PROJECT_ROOT
@@ -137,3 +137,21 @@ def test_themis_run_lets_its_warm_engine_go_when_another_run_wants_the_pool(
     argv = ["run", "--model", MODEL, "--task", "crows_pairs", "--task", "crows_pairs_mc", "--skip-reports"]
     assert cli.main(argv) == 0
     assert EngineResource.loads - before == loads
+
+
+def test_an_instance_without_any_pool_limit_gets_one_engine(tmp_path: Path) -> None:
+    """A Dagster home from before the pool (no ``pools`` in its dagster.yaml): ``themis run`` limits it."""
+    with DagsterInstance.from_config(str(_home(tmp_path, pools={"granularity": "op"}))) as instance:
+        assert instance.event_log_storage.get_concurrency_info(ENGINE_POOL).limit is None
+        assert ensure_engine_pool_limit(instance)
+        assert instance.event_log_storage.get_concurrency_info(ENGINE_POOL).limit == 1
+        instance.event_log_storage.set_concurrency_slots(ENGINE_POOL, 4)  # a GPU host's own choice stays
+        assert not ensure_engine_pool_limit(instance)
+        assert instance.event_log_storage.get_concurrency_info(ENGINE_POOL).limit == 4
+
+
+def test_the_shipped_default_limit_is_left_to_the_instance(tmp_path: Path) -> None:
+    with DagsterInstance.from_config(str(_home(tmp_path, pools=None))) as instance:
+        assert not ensure_engine_pool_limit(instance)
+        info = instance.event_log_storage.get_concurrency_info(ENGINE_POOL)
+        assert (info.limit, info.using_default_limit) == (1, True)

@@ -84,7 +84,7 @@ def print_leaderboard(warehouse: Path, out: TextIO = sys.stdout) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
-    from themis_dagster.concurrency import engine_pool_in_use
+    from themis_dagster.concurrency import ENGINE_POOL, engine_pool_in_use, ensure_engine_pool_limit
     from themis_dagster.definitions import build_definitions
     from themis_dagster.partitions import evaluation_key
     from themis_dagster.resources.engine import shutdown_warm_engines
@@ -103,6 +103,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     instance = DagsterInstance.get()
     for run_id in fail_dead_runs(instance):  # killed earlier: schedules and sensors may now retry them
         print(f"[themis] run {run_id} was left unfinished by a process that is gone: marked failed", file=sys.stderr)
+    if ensure_engine_pool_limit(instance):
+        print(f"[themis] the {ENGINE_POOL!r} pool had no limit on this instance: set to 1 engine at a time "
+              f"(dagster instance concurrency set {ENGINE_POOL} N to change)", file=sys.stderr)  # fmt: skip
     register_models(instance, [args.model])
     defs = build_definitions(settings, keep_warm=True)
     job = defs.resolve_job_def("evaluate")

@@ -29,3 +29,17 @@ def engine_pool_in_use(instance: DagsterInstance) -> bool:
         return False
     info = storage.get_concurrency_info(ENGINE_POOL)
     return bool(info.claimed_slots or info.pending_steps)
+
+
+def ensure_engine_pool_limit(instance: DagsterInstance, slots: int = 1) -> bool:
+    """Give the pool ``slots`` on an instance that limits it nowhere; True if it did.
+
+    A Dagster home made before the pool existed keeps its old dagster.yaml (``themis`` copies
+    the shipped one only into a new home): without this, ``themis run`` would stay unlimited
+    there. A limit set on the instance, or a ``default_limit``, is left as it is.
+    """
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits or storage.get_concurrency_info(ENGINE_POOL).limit is not None:
+        return False
+    storage.set_concurrency_slots(ENGINE_POOL, slots)
+    return True
