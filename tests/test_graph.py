@@ -54,7 +54,7 @@ def test_asset_graph_snapshot() -> None:
 
 
 def test_asset_specs_snapshot() -> None:
-    """Each asset's group, kinds, partitioning, automation and checks, as the factories build them."""
+    """Each asset's group, kinds, partitioning, automation, pools and checks, as the factories build them."""
     graph = defs.resolve_asset_graph()
     specs = {}
     for key in graph.get_all_asset_keys():
@@ -65,17 +65,18 @@ def test_asset_specs_snapshot() -> None:
             node.partitions_def is not None,
             node.automation_condition is not None,
             node.code_version is not None,
+            sorted(node.pools),
         )
     assert specs == {
-        "task_dataset": ("evaluation", ["duckdb"], True, False, True),
-        "rendered_prompts": ("evaluation", ["duckdb"], True, False, True),
-        "raw_responses": ("evaluation", ["duckdb", "vllm"], True, False, True),
-        "judgments": ("evaluation", ["duckdb"], True, False, True),
-        "bias_metrics": ("evaluation", ["duckdb"], True, False, True),
-        "leaderboard": ("reports", ["duckdb"], False, True, True),
-        "langbite_reports": ("reports", ["csv", "duckdb"], False, True, True),
-        "genderbench_marks": ("reports", ["duckdb"], False, True, True),
-        "model_reports": ("reports", ["html"], False, True, True),
+        "task_dataset": ("evaluation", ["duckdb"], True, False, True, []),
+        "rendered_prompts": ("evaluation", ["duckdb"], True, False, True, []),
+        "raw_responses": ("evaluation", ["duckdb", "vllm"], True, False, True, ["engine"]),
+        "judgments": ("evaluation", ["duckdb"], True, False, True, ["engine"]),
+        "bias_metrics": ("evaluation", ["duckdb"], True, False, True, []),
+        "leaderboard": ("reports", ["duckdb"], False, True, True, []),
+        "langbite_reports": ("reports", ["csv", "duckdb"], False, True, True, []),
+        "genderbench_marks": ("reports", ["duckdb"], False, True, True, []),
+        "model_reports": ("reports", ["html"], False, True, True, []),
     }
     checks = sorted((c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys)
     assert checks == [

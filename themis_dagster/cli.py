@@ -84,9 +84,12 @@ def print_leaderboard(warehouse: Path, out: TextIO = sys.stdout) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
+    from themis_dagster.concurrency import ENGINE_POOL, engine_pool_in_use, ensure_engine_pool_limit
     from themis_dagster.definitions import build_definitions
     from themis_dagster.partitions import evaluation_key
     from themis_dagster.resources.engine import shutdown_warm_engines
+    from themis_dagster.runs.orphans import fail_dead_runs
+    from themis_dagster.runs.owner import owner_tags
     from themis_dagster.tasks.loader import task_names
 
     settings = Settings.from_env()
@@ -98,6 +101,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"[themis] skipping {task}: {reason}", file=sys.stderr)
     ensure_dagster_home()
     instance = DagsterInstance.get()
+    for run_id in fail_dead_runs(instance):  # killed earlier: schedules and sensors may now retry them
+        print(f"[themis] run {run_id} was left unfinished by a process that is gone: marked failed", file=sys.stderr)
+    if ensure_engine_pool_limit(instance):
+        print(f"[themis] the {ENGINE_POOL!r} pool had no limit on this instance: set to 1 engine at a time "
+              f"(dagster instance concurrency set {ENGINE_POOL} N to change)", file=sys.stderr)  # fmt: skip
     register_models(instance, [args.model])
     defs = build_definitions(settings, keep_warm=True)
     job = defs.resolve_job_def("evaluate")
@@ -110,6 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 instance=instance,
                 raise_on_error=False,
                 run_config=QUIET_LOGS,
+                tags=owner_tags(),  # from its creation, so a kill at any point is recognised (runs.orphans)
             )
             status = "ok" if result.success else "FAILED"
             engine_note = ""
@@ -123,8 +132,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"[themis] {args.model}|{task}: {status} in {elapsed:.1f} s{engine_note}", flush=True)
             if not result.success:
                 failed.append(task)
+            if engine_pool_in_use(instance):  # another run waits for (or holds) the engine pool:
+                shutdown_warm_engines()  # do not keep a second engine in memory (one GPU) meanwhile
         if not args.skip_reports:
-            defs.resolve_job_def("reports").execute_in_process(instance=instance, run_config=QUIET_LOGS)
+            defs.resolve_job_def("reports").execute_in_process(
+                instance=instance, run_config=QUIET_LOGS, tags=owner_tags()
+            )
     finally:
         started = time.perf_counter()
         shutdown_warm_engines(process_exiting=_QUICK_EXIT)
@@ -237,7 +250,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     ensure_dagster_home()
     instance = DagsterInstance.get()
     register_models(instance, [args.model])
-    with WarehouseResource(database=str(settings.warehouse)).connect() as conn:
+    warehouse = WarehouseResource(database=str(settings.warehouse), lock_timeout_s=settings.warehouse_lock_timeout_s)
+    with warehouse.connect() as conn:
         counts = store_imported(conn, args.model, "iat", imported, "+".join(f.sha256 for f in files.values()))
     record_import(instance, args.model, "iat", paths, counts)
     defs = build_definitions(settings)
@@ -391,6 +405,9 @@ def console_main() -> None:
     if "vllm" in sys.modules:
         import logging
 
+        from themis_dagster.engines.vllm.tempfiles import remove_dist_stores
+
+        remove_dist_stores()  # the skipped teardown would have deleted vLLM's /tmp/vllm_dist_* file
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()

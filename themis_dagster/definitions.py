@@ -29,7 +29,9 @@ def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, ob
             request_cache=settings.request_cache,
             request_chunk_size=settings.request_chunk_size,
         ),
-        "warehouse": WarehouseResource(database=str(settings.warehouse)),
+        "warehouse": WarehouseResource(
+            database=str(settings.warehouse), lock_timeout_s=settings.warehouse_lock_timeout_s
+        ),
         "engine": engine,
         "checkpoint_watch": CheckpointWatchConfig(
             checkpoints_dir=str(settings.checkpoints_dir),

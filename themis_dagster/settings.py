@@ -20,6 +20,7 @@ class Settings(BaseModel):
     discovered_models_file: Path = PROJECT_ROOT / "data" / "discovered_models.yaml"
     checkpoints_dir: Path = PROJECT_ROOT / "data" / "checkpoints"
     warehouse: Path = PROJECT_ROOT / "data" / "warehouse.duckdb"
+    warehouse_lock_timeout_s: float = 900.0  # how long a writer waits for another process's lock
     datasets_dir: Path = PROJECT_ROOT.parent / "shared" / "datasets"
     cache_dir: Path = PROJECT_ROOT / "data" / "cache"
     models_dir: Path = PROJECT_ROOT / "data" / "models"
@@ -42,6 +43,7 @@ class Settings(BaseModel):
             "discovered_models_file": "THEMIS_DISCOVERED_MODELS_FILE",
             "checkpoints_dir": "THEMIS_CHECKPOINTS_DIR",
             "warehouse": "THEMIS_WAREHOUSE",
+            "warehouse_lock_timeout_s": "THEMIS_WAREHOUSE_LOCK_TIMEOUT_S",
             "datasets_dir": "THEMIS_DATASETS_DIR",
             "cache_dir": "THEMIS_CACHE_DIR",
             "models_dir": "THEMIS_MODELS_DIR",

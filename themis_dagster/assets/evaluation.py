@@ -18,6 +18,7 @@ from themis_dagster.assets import checks
 from themis_dagster.assets.answering import answer_requests
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, evaluation_asset
 from themis_dagster.assets.stage import preview, read_upstream, replace_stage, task_metadata
+from themis_dagster.concurrency import ENGINE_POOL
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.exchange import Request, Response
@@ -99,6 +100,7 @@ def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, wareh
     description="The engine's raw answer to every request: logprobs or text, token counts, timing.",
     deps=[rendered_prompts],
     kinds=("duckdb", "vllm"),
+    pool=ENGINE_POOL,
     checks={
         "responses_match_prompts": "One response per rendered prompt.",
         "no_engine_errors": "Warns when the engine failed on any request.",
@@ -205,6 +207,7 @@ def _second_opinion(
 @evaluation_asset(
     description="One judgment per item: what the responses mean, and whether they could be parsed.",
     deps=[raw_responses],
+    pool=ENGINE_POOL,  # LangBiTe's second opinion loads a judge model's engine here
     checks={"parse_success_rate": "Warns when under 90% of replies parse."},
 )
 def judgments(

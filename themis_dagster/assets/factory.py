@@ -38,8 +38,12 @@ def evaluation_asset(
     deps: Iterable[AssetsDefinition] = (),
     kinds: Iterable[str] = ("duckdb",),
     checks: Mapping[str, str] | None = None,
+    pool: str | None = None,
 ) -> AssetDecorator:
-    """One stage of the model x task chain; ``checks`` maps check name -> description."""
+    """One stage of the model x task chain; ``checks`` maps check name -> description.
+
+    ``pool``: the Dagster concurrency pool the stage's step takes a slot of (the engine's).
+    """
 
     def decorate(compute: Callable[..., Any]) -> AssetsDefinition:
         specs = [
@@ -53,6 +57,7 @@ def evaluation_asset(
             deps=list(deps),
             description=description,
             check_specs=specs,
+            pool=pool,
         )(compute)
 
     return decorate

@@ -7,21 +7,61 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+from dagster import InitResourceContext
 from dagster_duckdb import DuckDBResource
+from pydantic import Field, PrivateAttr
 
+from themis_dagster.runs.owner import owner_tags
 from themis_dagster.warehouse import ensure_schema
+from themis_dagster.warehouse.integrity import check_warehouse
+from themis_dagster.warehouse.lock_wait import DEFAULT_LOCK_TIMEOUT_S, connect_waiting
+
+IN_MEMORY = ":memory:"
 
 
 class WarehouseResource(DuckDBResource):
-    """DuckDBResource (which retries while another process holds the file) plus our schema.
+    """DuckDBResource plus our schema, a configurable wait for other processes' locks and an integrity check.
 
     Connections are opened per stage and closed at once: never held during inference,
-    so concurrent runs and readers wait seconds, not the length of a run.
+    so concurrent runs and readers wait seconds, not the length of a run. A connection
+    waits up to ``lock_timeout_s`` while another process holds the file (only that error is
+    retried). The first connection of each run (and of each resource used outside a run)
+    checks the file read-only first: a damaged warehouse is reported, never opened for writing.
     """
+
+    lock_timeout_s: float = Field(
+        default=DEFAULT_LOCK_TIMEOUT_S,
+        description="Seconds to wait while another process holds the warehouse (THEMIS_WAREHOUSE_LOCK_TIMEOUT_S).",
+    )
+    _checked: bool = PrivateAttr(default=False)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        """Check the file again for each run, and record this process as the run's owner (``runs.owner``).
+
+        Every run that writes the warehouse uses this resource, so each such run, whoever
+        launched it, can be recognised as dead later if its process is killed.
+        """
+        self._checked = False
+        if context.instance is not None and context.run_id is not None:
+            context.instance.add_run_tags(context.run_id, owner_tags())
+
+    @contextmanager
+    def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-write connection, after the integrity check, waiting for other processes' locks."""
+        if self.database != IN_MEMORY and not self._checked:
+            check_warehouse(Path(self.database), self.lock_timeout_s)
+            self._checked = True
+        config = {"custom_user_agent": "dagster", **self.connection_config}  # as DuckDBResource does
+        conn = connect_waiting(self.database, read_only=False, timeout_s=self.lock_timeout_s, config=config)
+        try:
+            yield conn
+        finally:
+            conn.close()
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
+        if self.database != IN_MEMORY:
+            Path(self.database).parent.mkdir(parents=True, exist_ok=True)
         with self.get_connection() as conn:
             ensure_schema(conn)
             yield conn

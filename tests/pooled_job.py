@@ -1,0 +1,58 @@
+"""A tiny job whose one step uses the fake engine in the ``engine`` pool, run in-process by subprocesses.
+
+``python -m tests.pooled_job LOG SECONDS [MARKER]``: executes the job in process on the
+instance of ``$DAGSTER_HOME`` (as ``themis run`` does) and appends the engine step's start
+and end times to LOG; MARKER, if given, is written once the step has started.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from dagster import (
+    Config,
+    DagsterInstance,
+    Definitions,
+    OpExecutionContext,
+    asset,
+    define_asset_job,
+    in_process_executor,
+)
+
+from themis_dagster.concurrency import ENGINE_POOL
+from themis_dagster.engines.fake import FakeEngine
+from themis_dagster.runs.owner import owner_tags
+
+
+class StepConfig(Config):
+    log: str
+    seconds: float
+    marker: str = ""
+
+
+@asset(pool=ENGINE_POOL)
+def engine_step(context: OpExecutionContext, config: StepConfig) -> None:
+    started = time.time()
+    if config.marker:
+        Path(config.marker).write_text(context.run_id)
+    engine = FakeEngine()
+    time.sleep(config.seconds)  # the engine "at work"
+    engine.shutdown()
+    with Path(config.log).open("a") as log:
+        log.write(json.dumps({"run_id": context.run_id, "start": started, "end": time.time()}) + "\n")
+
+
+pooled_job = define_asset_job("pooled", selection=[engine_step], executor_def=in_process_executor)
+
+
+def main(argv: list[str]) -> int:
+    log, seconds, *marker = argv
+    config = {"ops": {"engine_step": {"config": {"log": log, "seconds": float(seconds), "marker": "".join(marker)}}}}
+    job = Definitions(assets=[engine_step], jobs=[pooled_job]).resolve_job_def("pooled")
+    result = job.execute_in_process(run_config=config, instance=DagsterInstance.get(), tags=owner_tags())
+    return 0 if result.success else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

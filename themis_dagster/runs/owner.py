@@ -1,0 +1,71 @@
+"""Which process owns a run, recorded as run tags, so a later process can tell whether it still lives.
+
+Dagster's run monitoring cannot tell for ``themis run`` (an in-process execution that no
+daemon launched) nor, with the default run launcher, for any run: that launcher does not
+implement worker health checks. So every run records its host, pid and the process's start
+time; a run on this host whose pid is gone, or now belongs to another process (another
+start time, or another boot), is dead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+HOST_TAG = "themis/host"
+PID_TAG = "themis/pid"
+START_TAG = "themis/pid_start"  # "<boot id>:<start time in clock ticks since boot>"
+
+Liveness = Literal["alive", "gone", "unknown"]
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (state is [0], start time [19])."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def process_start(pid: int) -> str:
+    """The process's identity beyond its pid ("" where /proc cannot say)."""
+    fields = _stat(pid)
+    return f"{_boot_id()}:{fields[19]}" if fields else ""
+
+
+def owner_tags() -> dict[str, str]:
+    """Run tags naming this process as the run's owner."""
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()), START_TAG: process_start(os.getpid())}
+
+
+def owner_liveness(tags: Mapping[str, str]) -> Liveness:
+    """Whether the process named by a run's owner tags still runs; "unknown" for another host or no tags."""
+    if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
+        return "unknown"
+    pid = int(tags[PID_TAG])
+    if not Path("/proc/self/stat").exists():  # no /proc (not Linux): existence only, reuse undetected
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return "gone"
+        except PermissionError:
+            return "alive"
+        return "alive"
+    fields = _stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return "gone"
+    recorded = tags.get(START_TAG, "")
+    if recorded and recorded != f"{_boot_id()}:{fields[19]}":
+        return "gone"  # the pid now belongs to another process
+    return "alive"
