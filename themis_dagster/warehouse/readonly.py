@@ -77,7 +77,7 @@ _WHY: dict[str, str] = {
 
 # EXPLAIN [ANALYZE] [(options)] <statement>, after any leading comments.
 _EXPLAIN = re.compile(
-    r"(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*EXPLAIN\s+(?:ANALY[SZ]E\s+)?(?:\([^()]*\)\s*)?(?P<inner>.*)\Z",
+    r"(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*EXPLAIN\s+(?:ANALY[SZ]E\s+)?(?:\([^()]*\)\s*)?(?P<inner>.*)\Z",
     re.IGNORECASE | re.DOTALL,
 )
 
