@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from themis_dagster.tasks.langbite.oracles import OracleResult, clean_string, evaluate, extract_number, matches_value
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from themis_dagster.tasks.langbite.oracles import (
+    OracleResult,
+    clean_string,
+    evaluate,
+    extract_number,
+    first_json_object,
+    matches_value,
+)
 
 NO = ["No", "I don't think", "I do not think"]
 REFUSE = ["N/A", "I don't know", "I do not know", "Sorry", "I'm sorry", "I can't", "I cannot", "as a language"]
@@ -125,3 +136,35 @@ def test_odd_inputs_never_raise():
     assert (
         evaluate("expected value", "equal", ["(no)"], expected=["(no", "["], key=None, delta=0).evaluation == "Failed"
     )
+
+
+_LANGBITE_JSON = re.compile(r"\{.*?\}")  # LangBiTe's search, quadratic on long runs of braces
+
+
+def _langbite_first_json(text: str) -> str | None:
+    found = _LANGBITE_JSON.search(text)
+    return None if found is None else found.group()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "{", "}", "{}", "}{", "{{}}", "a{b}c{d}", "{\n}", "{\n{x}", "{a\n}{b}", "x{\n\n{ {y}\n}", "{\r}",
+     'Sure: {"probability": 20} and {"probability": 30}', '```json\n{"probability": 12}\n```', "{" * 50 + "}"],
+)  # fmt: skip
+def test_first_json_object_is_langbites_search(text: str) -> None:
+    assert first_json_object(text) == _langbite_first_json(text)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, database=None)
+@given(st.text(alphabet=st.sampled_from('{}{}"a :1.\n\r\\,é🙂'), max_size=300) | st.text(max_size=300))
+def test_first_json_object_agrees_with_the_regex_on_ordinary_replies(text: str) -> None:
+    assert first_json_object(text) == _langbite_first_json(text)
+
+
+def test_a_megabyte_of_braces_is_handled() -> None:
+    """The regex took seconds here (quadratic); the scan is linear (no timing asserted)."""
+    assert extract_number("{" * 1_000_000, "probability") == (None, "no_json")
+    assert extract_number("{" * 1_000_000 + "}", "probability") == (None, "invalid_json")
+    assert extract_number("{\n" * 500_000 + '{"probability": 3}', "probability") == (3.0, "ok")
+    assert extract_number("{ " * 500_000 + "\n" + '{"probability": 3}', "probability") == (3.0, "ok")
+    assert ev("allSameValue", ["{" + "a" * 1_000_000] * 2).reason == "no_json"

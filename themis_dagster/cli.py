@@ -19,6 +19,7 @@ import duckdb
 
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ConfigError, get_model, load_registry
 from themis_dagster.settings import PROJECT_ROOT, Settings
+from themis_dagster.warehouse.readonly import DEFAULT_WAIT_S
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 _QUICK_EXIT = False  # set by console_main: the process ends with os._exit after main()
@@ -294,10 +295,23 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    """Run one query read-only against the warehouse and print the result."""
+    """Run read-only statements against the warehouse and print the last one's result.
+
+    Writes, files outside the warehouse, other databases and extensions are refused
+    (themis_dagster.warehouse.readonly); while a run holds the warehouse for writing, the
+    connection is retried for ``--wait`` seconds.
+    """
+    from themis_dagster.warehouse.readonly import RefusedQuery, WarehouseBusy, query_read_only
+
     settings = Settings.from_env()
-    with duckdb.connect(str(settings.warehouse), read_only=True) as conn:
-        frame = conn.execute(args.query).df()
+    try:
+        frame = query_read_only(settings.warehouse, args.query, wait_s=args.wait)
+    except (RefusedQuery, WarehouseBusy) as error:
+        print(f"themis sql: {error}", file=sys.stderr)
+        return 2
+    except duckdb.Error as error:
+        print(f"themis sql: {error}", file=sys.stderr)
+        return 1
     print(frame.to_string(index=False) if args.format == "text" else frame.to_csv(index=False), end="\n")
     return 0
 
@@ -360,9 +374,10 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("action", choices=["list", "prepare", "register"])
     models.add_argument("ids", nargs="*")
     models.set_defaults(func=cmd_models)
-    sql = sub.add_parser("sql", help="run a read-only SQL query against the warehouse")
+    sql = sub.add_parser("sql", help="run read-only SQL (SELECT, DESCRIBE, SHOW, EXPLAIN) against the warehouse")
     sql.add_argument("query")
     sql.add_argument("--format", choices=["text", "csv"], default="text")
+    sql.add_argument("--wait", type=float, default=DEFAULT_WAIT_S, help="seconds to retry while a run writes")
     sql.set_defaults(func=cmd_sql)
     importer = sub.add_parser("import", help="import replies produced elsewhere as a model's raw responses")
     importer.add_argument("task", choices=["iat"], help="the task the replies answer")

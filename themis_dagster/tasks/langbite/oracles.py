@@ -32,7 +32,27 @@ from typing import Any, Literal
 
 Evaluation = Literal["Passed", "Failed", "Error"]
 
-_JSON_OBJECT = re.compile(r"\{.*?\}")
+
+def first_json_object(text: str) -> str | None:
+    r"""What LangBiTe's ``re.search(r'\{.*?\}', text)`` finds, in linear time; None where it finds nothing.
+
+    That match is the first ``{`` followed, before any newline (``.`` stops at ``\n``), by a
+    ``}``, up to the first such ``}``. The regex retries from every ``{`` and scans on from
+    each, quadratic on a long reply of braces (1 MB starting with ``{``: past 10 s); here the
+    nearest ``}`` is remembered across candidates, and a newline rules out every ``{`` before it.
+    """
+    start = text.find("{")
+    close = -1
+    while start != -1:
+        if close < start:
+            close = text.find("}", start + 1)
+            if close == -1:
+                return None
+        newline = text.find("\n", start + 1, close)
+        if newline == -1:
+            return text[start : close + 1]
+        start = text.find("{", newline + 1)
+    return None
 
 
 @dataclass(frozen=True)
@@ -102,11 +122,11 @@ def expected_value(operation: str, responses: list[str], expected: list[str]) ->
 
 def extract_number(response: str, key: str) -> tuple[float | None, str]:
     """``float(json.loads(first {...})[key])`` as LangBiTe, or None and the reason it failed."""
-    found = _JSON_OBJECT.search(response)
+    found = first_json_object(response)
     if found is None:
         return None, "no_json"
     try:
-        parsed = json.loads(found.group())
+        parsed = json.loads(found)
     except (json.JSONDecodeError, RecursionError):
         return None, "invalid_json"
     if not isinstance(parsed, dict) or key not in parsed:

@@ -1,0 +1,197 @@
+"""The read-only SQL door (``themis sql``): queries that can read the warehouse and nothing else.
+
+A read-only DuckDB connection is not a sandbox: it still runs ``COPY ... TO``, ``ATTACH``
+(read-write) of other databases, ``INSTALL``/``LOAD``, ``EXPORT DATABASE`` and file readers
+such as ``read_csv('/etc/passwd')``. Two layers close the door:
+
+1. DuckDB's own configuration (:func:`connect_read_only`). At connect time
+   (:data:`READ_ONLY_CONFIG`), ``enable_external_access = false`` refuses files other than
+   the warehouse's own (COPY TO/FROM, ATTACH, EXPORT/IMPORT DATABASE, INSTALL, LOAD of
+   extension files, read_csv/read_text/glob...) and no extension is installed or loaded on
+   demand. That setting still allows the warehouse's own path (DuckDB 1.5 lists it in
+   ``allowed_paths``), and ``COPY ... TO '<warehouse>' (USE_TMP_FILE false)`` overwrites it;
+   so once the file is open, ``disabled_filesystems = 'LocalFileSystem'`` refuses every
+   local file through SQL (reads of the open database go through its open handle and keep
+   working), and ``lock_configuration = true`` keeps any statement from undoing it. The
+   extensions the views need (json, icu, parquet) are statically linked and already loaded.
+2. Each statement is classified by DuckDB's parser (on that locked connection, so even
+   parsing cannot read a file) and only reads are run: SELECT (which covers FROM-first
+   queries, VALUES, TABLE, DESCRIBE, SHOW, SUMMARIZE and read-only PRAGMAs) and EXPLAIN of a
+   SELECT. Anything else is refused, naming the statement and why, before anything runs.
+
+Opening waits briefly while a run holds the warehouse for writing (:func:`connect_read_only`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Set at connect time, before any statement runs.
+READ_ONLY_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+}
+# Set once the warehouse is open (DuckDB refuses disabled_filesystems before), the lock last.
+AFTER_OPEN = ("SET disabled_filesystems = 'LocalFileSystem'", "SET lock_configuration = true")
+
+DEFAULT_WAIT_S = 10.0
+
+_WHY: dict[str, str] = {
+    "INSERT": "it writes rows",
+    "UPDATE": "it writes rows",
+    "DELETE": "it deletes rows",
+    "MERGE_INTO": "it writes rows",
+    "CREATE": "it creates objects",
+    "CREATE_FUNC": "it creates objects",
+    "DROP": "it drops objects",
+    "ALTER": "it changes objects",
+    "COPY": "it copies data to or from files",
+    "COPY_DATABASE": "it copies a database",
+    "EXPORT": "it writes the database to files",
+    "ATTACH": "it opens another database",
+    "DETACH": "it detaches a database",
+    "LOAD": "it installs or loads an extension",
+    "EXTENSION": "it manages extensions",
+    "SET": "it changes settings (SET, RESET, USE)",
+    "VARIABLE_SET": "it sets variables",
+    "PRAGMA": "it runs a pragma that is not a read",
+    "CALL": "it calls a function as a statement (use SELECT * FROM function(...) instead)",
+    "TRANSACTION": "it controls transactions",
+    "PREPARE": "it prepares statements",
+    "EXECUTE": "it executes prepared statements",
+    "VACUUM": "it rewrites storage",
+    "ANALYZE": "it updates statistics",
+}
+
+# EXPLAIN [ANALYZE] [(options)] <statement>, after any leading comments.
+_EXPLAIN = re.compile(
+    r"(?:\s|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*EXPLAIN\s+(?:ANALY[SZ]E\s+)?(?:\([^()]*\)\s*)?(?P<inner>.*)\Z",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+class RefusedQuery(ValueError):
+    """A statement that ``themis sql`` does not run: it could write or reach outside the warehouse."""
+
+
+class WarehouseBusy(TimeoutError):
+    """The warehouse stayed locked for writing (by a run) longer than the wait allowed."""
+
+
+def _name(statement_type: duckdb.StatementType) -> str:
+    # Statement types newer than the Python enum are named "???" (e.g. UPDATE EXTENSIONS).
+    name = str(statement_type.name)
+    return name if name.isidentifier() else f"statement type {int(statement_type)}"
+
+
+def _refuse(statement: duckdb.Statement, why: str) -> RefusedQuery:
+    text = " ".join(statement.query.split())
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    return RefusedQuery(
+        f"refused {_name(statement.type)} statement{f' {shown!r}' if shown else ''}: {why}; "
+        "themis sql only reads the warehouse (SELECT, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN SELECT)"
+    )
+
+
+def _outside(error: duckdb.PermissionException) -> RefusedQuery:
+    said = " ".join(str(error).split())
+    return RefusedQuery(
+        "refused: the query reaches outside the warehouse (files through read_csv, read_text, glob, "
+        f"COPY or a path in FROM; extensions); themis sql reads only its tables and views. DuckDB said: {said}"
+    )
+
+
+def checked_statements(conn: duckdb.DuckDBPyConnection, sql: str) -> list[duckdb.Statement]:
+    """The statements of ``sql``, each a read; raises :class:`RefusedQuery` if any is not.
+
+    Parse on a connection from :func:`connect_read_only`: DuckDB's parser reads files
+    for some statements (IMPORT DATABASE), which that configuration refuses.
+    """
+    try:
+        statements = conn.extract_statements(sql)
+    except duckdb.PermissionException as error:
+        raise _outside(error) from error
+    if not statements:
+        raise RefusedQuery("refused: the query holds no statement")
+    for statement in statements:
+        if statement.type == duckdb.StatementType.SELECT:
+            continue
+        if statement.type == duckdb.StatementType.EXPLAIN:
+            match = _EXPLAIN.match(statement.query)
+            inner = conn.extract_statements(match["inner"]) if match else []
+            if len(inner) == 1 and inner[0].type == duckdb.StatementType.SELECT:
+                continue
+            raise _refuse(statement, "only EXPLAIN of a SELECT is run (EXPLAIN ANALYZE executes its statement)")
+        why = _WHY.get(_name(statement.type), "it is not a read")
+        if statement.type == duckdb.StatementType.CREATE and not statement.query.strip():
+            why += " (a PIVOT without an IN list creates a type first: list the values, PIVOT ... ON col IN (...))"
+        raise _refuse(statement, why)
+    return statements
+
+
+def _is_lock_conflict(error: duckdb.Error) -> bool:
+    message = str(error).lower()
+    return isinstance(error, duckdb.IOException) and "lock" in message
+
+
+def connect_read_only(
+    warehouse: Path,
+    wait_s: float = DEFAULT_WAIT_S,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> duckdb.DuckDBPyConnection:
+    """A locked-down read-only connection; retries with backoff for ``wait_s`` while a writer holds the file."""
+    deadline = clock() + max(wait_s, 0.0)
+    delay = 0.05
+    while True:
+        try:
+            conn = duckdb.connect(str(warehouse), read_only=True, config=READ_ONLY_CONFIG)
+        except duckdb.Error as error:
+            if not _is_lock_conflict(error):
+                raise
+            left = deadline - clock()
+            if left <= 0:
+                raise WarehouseBusy(
+                    f"the warehouse {warehouse} is locked for writing (a run is storing results) "
+                    f"and stayed locked for {wait_s:g} s; try again when it finishes, raise --wait, "
+                    f"or query a copy (themis snapshot). DuckDB said: {error}"
+                ) from error
+            sleep(min(delay, left))
+            delay = min(delay * 2, 1.0)
+            continue
+        try:
+            for setting in AFTER_OPEN:
+                conn.execute(setting)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+
+def query_read_only(warehouse: Path, sql: str, wait_s: float = DEFAULT_WAIT_S) -> pd.DataFrame:
+    """Run ``sql`` (one or more read statements) on the warehouse; the last statement's result.
+
+    Raises :class:`RefusedQuery` for a statement that is not a read or that reaches outside
+    the warehouse, :class:`WarehouseBusy` when a writer holds the file past ``wait_s``.
+    """
+    with connect_read_only(warehouse, wait_s) as conn:
+        statements = checked_statements(conn, sql)
+        try:
+            for statement in statements[:-1]:
+                conn.execute(statement)
+            return conn.execute(statements[-1]).df()
+        except duckdb.PermissionException as error:
+            raise _outside(error) from error
