@@ -54,6 +54,8 @@ def test_requests_the_engine_could_not_answer_are_responses_with_an_error() -> N
     assert [r.error for r in responses] == [None, "too long", None, "too long"]
     scored, unscored, replied, unreplied = responses
     assert scored.logprob is not None and scored.finish_reason == "scored" and scored.n_prompt_tokens == 2
+    assert scored.n_continuation_tokens == 1 and unscored.n_continuation_tokens is None
+    assert replied.n_continuation_tokens is None
     assert (unscored.logprob, unscored.is_greedy, unscored.n_prompt_tokens, unscored.latency_s) == (None,) * 4
     assert replied.text == "sure" and replied.finish_reason == "stop" and replied.n_output_tokens == 1
     assert unreplied.text == "" and unreplied.finish_reason == "error" and unreplied.n_output_tokens == 0

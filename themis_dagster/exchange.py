@@ -77,3 +77,4 @@ class Response:
     n_output_tokens: int | None = None
     finish_reason: str | None = None
     latency_s: float | None = None
+    n_continuation_tokens: int | None = None  # loglikelihood: the scored tokens (the rest of the prompt is context)

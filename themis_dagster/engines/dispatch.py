@@ -45,6 +45,7 @@ def _scored(request: Request, result: LoglikelihoodResult, latency_s: float, sta
         n_output_tokens=0,
         finish_reason=finish_reason,
         latency_s=latency_s,
+        n_continuation_tokens=result.n_continuation_tokens,
     )
 
 
