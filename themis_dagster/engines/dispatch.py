@@ -26,41 +26,33 @@ class DispatchStats:
         return total / self.engine_seconds if self.engine_seconds > 0 else 0.0
 
 
-def _response(request: Request, error: str | None = None) -> Response:
-    """``request``'s response before the engine's answer is added: who it answers (and any error)."""
-    return Response(request.request_id, request.item_id, error=error, request_type=request.request_type)
-
-
 def _scored(request: Request, result: LoglikelihoodResult, latency_s: float, stats: DispatchStats) -> Response:
-    if result.error is not None:
-        return _response(request, result.error)
+    if result.error is not None or result.logprob is None or result.is_greedy is None:
+        return request.failed(result.error or "no score")
     tokens = result.n_context_tokens + result.n_continuation_tokens
     stats.prompt_tokens += tokens
-    finish_reason = "truncated" if result.truncated else "scored"
-    return replace(
-        _response(request),
-        logprob=result.logprob,
-        is_greedy=result.is_greedy,
+    scored = request.scored(
+        result.logprob,
+        result.is_greedy,
         n_prompt_tokens=tokens,
-        n_output_tokens=0,
-        finish_reason=finish_reason,
-        latency_s=latency_s,
         n_continuation_tokens=result.n_continuation_tokens,
+        truncated=result.truncated,
     )
+    return replace(scored, latency_s=latency_s)
 
 
 def _generated(request: Request, result: GenerationResult, latency_s: float, stats: DispatchStats) -> Response:
     stats.prompt_tokens += result.n_prompt_tokens
     stats.output_tokens += result.n_output_tokens
-    return replace(
-        _response(request, result.error),
-        text=result.text,
-        prompt_text=result.prompt_text,
-        n_prompt_tokens=result.n_prompt_tokens,
-        n_output_tokens=result.n_output_tokens,
-        finish_reason=result.finish_reason,
-        latency_s=latency_s,
+    generated = request.generated(
+        result.text,
+        result.prompt_text,
+        result.n_prompt_tokens,
+        result.n_output_tokens,
+        result.finish_reason,
+        result.error,
     )
+    return replace(generated, latency_s=latency_s)
 
 
 def _loglikelihood(engine: Engine, batch: list[Request], stats: DispatchStats) -> list[Response]:
@@ -86,7 +78,7 @@ def _generation(engine: Engine, batch: list[Request], params: GenerationParams, 
 
 def _failed(batch: list[Request], error: Exception) -> list[Response]:
     message = f"{type(error).__name__}: {error}"[:2000]
-    return [_response(request, message) for request in batch]
+    return [request.failed(message) for request in batch]
 
 
 def dispatch(engine: Engine, requests: list[Request], retries: int = 0) -> tuple[list[Response], DispatchStats]:
