@@ -1,9 +1,10 @@
 """What tasks and engines exchange: a ``Request`` goes out, one ``Response`` comes back.
 
-Tasks build requests and judge responses; engines answer them; the warehouse stores both.
-This module imports neither ``tasks`` nor ``engines`` so that each can depend on it without
-depending on the other (lm-eval's ``Instance`` plays the same part: one object from request
-to score).
+Tasks build requests and judge responses; engines answer them, one ``Response`` per
+``Request`` built by the request itself (``scored``, ``generated``, ``failed``); the
+warehouse stores both. This module imports neither ``tasks`` nor ``engines`` so that each
+can depend on it without depending on the other (lm-eval's ``Instance`` plays the same
+part: one object from request to score).
 """
 
 from __future__ import annotations
@@ -28,14 +29,6 @@ class GenerationParams(BaseModel):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     seed: int | None = Field(default=1234, ge=0)
     stop: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class LoglikelihoodRequest:
-    """Score ``continuation`` after ``context`` (an empty context means: after the prefix token)."""
-
-    context: str
-    continuation: str
 
 
 @dataclass(frozen=True)
