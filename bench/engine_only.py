@@ -46,7 +46,7 @@ def measure(setting: dict[str, object], repeat: int) -> dict[str, object]:
 
     from themis_dagster.datasets import resolve_file
     from themis_dagster.engines.vllm.engine import VLLMEngine
-    from themis_dagster.exchange import LoglikelihoodRequest
+    from themis_dagster.exchange import Request
     from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
     from themis_dagster.registry.weights import resolve_weights
     from themis_dagster.settings import Settings
@@ -61,7 +61,7 @@ def measure(setting: dict[str, object], repeat: int) -> dict[str, object]:
     data = resolve_file("crows_pairs", "crows_pairs_anonymized.csv",
                         datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir).path  # fmt: skip
     pairs = pl.read_csv(data, infer_schema_length=0)  # as the crows_pairs task reads it
-    requests = [LoglikelihoodRequest("", row[column]) for row in pairs.iter_rows(named=True)
+    requests = [Request.loglikelihood("", row[column]) for row in pairs.iter_rows(named=True)
                 for column in ("sent_more", "sent_less")]  # fmt: skip
     load_started = time.perf_counter()
     engine = VLLMEngine(spec, weights.path)

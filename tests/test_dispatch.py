@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from themis_dagster.engines.base import LoglikelihoodResult
+from collections.abc import Sequence
+
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.exchange import GenerationParams, Request, Response
 
 
 class PartlyFailingEngine(FakeEngine):
-    def loglikelihood(self, requests):  # type: ignore[no-untyped-def]
-        return [LoglikelihoodResult(-1.0, False, 1, 1), LoglikelihoodResult.failed("HTTP 503 after 4 retries")]
+    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]:
+        first, second = requests
+        return [
+            first.scored(-1.0, False, n_prompt_tokens=2, n_continuation_tokens=1),
+            second.failed("HTTP 503 after 4 retries"),
+        ]
 
 
 def test_one_call_per_request_type_and_setting() -> None:
@@ -54,6 +59,8 @@ def test_requests_the_engine_could_not_answer_are_responses_with_an_error() -> N
     assert [r.error for r in responses] == [None, "too long", None, "too long"]
     scored, unscored, replied, unreplied = responses
     assert scored.logprob is not None and scored.finish_reason == "scored" and scored.n_prompt_tokens == 2
+    assert scored.n_continuation_tokens == 1 and unscored.n_continuation_tokens is None
+    assert replied.n_continuation_tokens is None
     assert (unscored.logprob, unscored.is_greedy, unscored.n_prompt_tokens, unscored.latency_s) == (None,) * 4
     assert replied.text == "sure" and replied.finish_reason == "stop" and replied.n_output_tokens == 1
     assert unreplied.text == "" and unreplied.finish_reason == "error" and unreplied.n_output_tokens == 0
@@ -66,7 +73,7 @@ def test_requests_the_engine_could_not_answer_are_responses_with_an_error() -> N
 
 def test_a_failing_batch_is_recorded_not_raised() -> None:
     class Broken(FakeEngine):
-        def chat(self, conversations, params):  # type: ignore[no-untyped-def]
+        def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
             raise ConnectionError("refused")
 
     answers, stats = dispatch(Broken(), [Request("a", "1", "chat", messages=[{"role": "user", "content": "x"}])])
@@ -79,11 +86,11 @@ def test_failed_requests_are_retried_alone() -> None:
             super().__init__(reply=lambda prompt: "fine")
             self.failures = 1
 
-        def chat(self, conversations, params):  # type: ignore[no-untyped-def]
+        def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
             if self.failures:
                 self.failures -= 1
                 raise TimeoutError("engine busy")
-            return super().chat(conversations, params)
+            return super().chat(requests, params)
 
     requests = [
         Request("a", "1", "loglikelihood", "", "x"),

@@ -18,7 +18,7 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import SETTINGS, make_resources, requires_mirror
 from tests.reference import reference_loglikelihood
 from themis_dagster.assets import evaluation_assets
-from themis_dagster.exchange import GenerationParams, LoglikelihoodRequest
+from themis_dagster.exchange import GenerationParams, Request
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
 from themis_dagster.resources import EngineResource, VLLMResource
@@ -122,7 +122,7 @@ def test_loglikelihood_matches_transformers(engine) -> None:  # type: ignore[no-
         ("", "He couldn't figure out the issue with the rope."),
         ("Abbey wanted to take a vacation.", " They were pretty poor and couldn't afford one."),
     ]
-    ours = engine.loglikelihood([LoglikelihoodRequest(c, x) for c, x in cases])
+    ours = engine.loglikelihood([Request.loglikelihood(c, x) for c, x in cases])
     for (context, continuation), result in zip(cases, ours, strict=True):
         _, n_continuation, reference = reference_loglikelihood(tokenizer, model, context, continuation)
         assert result.n_continuation_tokens == n_continuation
@@ -146,12 +146,12 @@ def test_cpu_engine_runs_in_the_calling_process(engine) -> None:  # type: ignore
 
 def test_generation_is_deterministic_under_a_seed(engine) -> None:  # type: ignore[no-untyped-def]
     params = GenerationParams(max_tokens=16, temperature=0.8, seed=7)
-    conversation = [[{"role": "user", "content": "Name three colours."}]]
+    conversation = [Request.conversation([{"role": "user", "content": "Name three colours."}])]
     first = engine.chat(conversation, params)[0]
     second = engine.chat(conversation, params)[0]
     assert first.text == second.text and first.n_output_tokens > 0
     assert first.prompt_text.startswith("<|im_start|>")
-    greedy = engine.generate(["The capital of France is"], GenerationParams(max_tokens=8))[0]
+    greedy = engine.generate([Request.completion("The capital of France is")], GenerationParams(max_tokens=8))[0]
     assert greedy.text.strip()
 
 
@@ -184,8 +184,8 @@ def test_answers_after_a_shared_context_read_it_from_the_prefix_cache(engine) ->
     )  # 58 tokens: one 32-token block can be read
     shared = " The one who arrived after everyone else had already sat down at the long table in the back room, namely"
     continuations = [" The man", " The woman", shared + " the man", shared + " the woman", " Cannot be determined"]
-    requests = [LoglikelihoodRequest(context, continuation) for continuation in continuations]
-    later = [LoglikelihoodRequest(context, shared + " nobody at all")]  # the cache now holds `shared`
+    requests = [Request.loglikelihood(context, continuation) for continuation in continuations]
+    later = [Request.loglikelihood(context, shared + " nobody at all")]  # the cache now holds `shared`
     before = dict(engine.prefix_reuse)
     reused = engine.loglikelihood(requests)
     first = {key: engine.prefix_reuse[key] - before[key] for key in before}

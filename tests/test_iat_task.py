@@ -330,8 +330,8 @@ def test_whole_task_with_fake_engine(files: dict[str, Path]) -> None:
     roles = {r.prompt: items[i].fields["groups"] for i, r in enumerate(requests)}
     valence = {w: v for item in items for w, v in item.fields["valence"].items()}
     engine = FakeEngine(reply=lambda prompt: _stereotyped_reply(prompt, roles, valence))  # type: ignore[arg-type]
-    results = engine.chat([r.messages or [] for r in requests], task.params.generation)
-    responses = [Response(r.request_id, r.item_id, text=g.text) for r, g in zip(requests, results, strict=True)]
+    responses = engine.chat(requests, task.params.generation)
+    assert [(r.request_id, r.item_id) for r in responses] == [(r.request_id, r.item_id) for r in requests]
     judgments = task.module.judge(items, requests, responses, task.params)
     assert all(j.parsed for j in judgments)
     # 4 scored words (2+2): 2/2.01*2-1; the synonym arab set has 4 scored + 2 unscored words

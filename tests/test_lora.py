@@ -325,7 +325,7 @@ def test_adapter_on_the_real_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     from tests.conftest import SETTINGS
     from themis_dagster.engines.vllm import engine as vllm_engine
     from themis_dagster.engines.vllm.engine import VLLMEngine
-    from themis_dagster.exchange import GenerationParams, LoglikelihoodRequest
+    from themis_dagster.exchange import GenerationParams, Request
     from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
     from themis_dagster.registry.weights import resolve_weights
 
@@ -346,14 +346,15 @@ def test_adapter_on_the_real_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     try:
         assert engine.lora_request is not None and engine.info.settings["enable_lora"] is True
         assert engine.info.settings["lora_target_modules"] == ["q_proj", "v_proj"]
-        requests = [LoglikelihoodRequest(c, x) for c, x in SENTENCES]
+        requests = [Request.loglikelihood(c, x) for c, x in SENTENCES]
+        conversations = [Request.conversation(messages) for messages in CONVERSATIONS]
         params = GenerationParams(max_tokens=24, temperature=0.0)
         with_lora = [r.logprob for r in engine.loglikelihood(requests)]
-        chat_lora = [r.text for r in engine.chat(CONVERSATIONS, params)]
+        chat_lora = [r.text for r in engine.chat(conversations, params)]
         assert 1 in engine.llm.llm_engine.list_loras(), "the adapter was never loaded"
         lora_request, engine.lora_request = engine.lora_request, None
         without = [r.logprob for r in engine.loglikelihood(requests)]
-        chat_base = [r.text for r in engine.chat(CONVERSATIONS, params)]
+        chat_base = [r.text for r in engine.chat(conversations, params)]
         engine.lora_request = lora_request
     finally:
         engine.shutdown()

@@ -26,13 +26,12 @@ from themis_dagster.engines.openai_engine import (
     OpenAIEngineError,
 )
 from themis_dagster.engines.tokenization import encode_pair
-from themis_dagster.exchange import GenerationParams, LoglikelihoodRequest
+from themis_dagster.exchange import ChatMessage, GenerationParams, Request
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
 from themis_dagster.resources.openai_config import openai_config_for
 from themis_dagster.resources.served import OpenAIEngineResource
-from themis_dagster.tasks.spec import Request
 
 SECRET = "sk-test-DO-NOT-LEAK-0123456789"
 BOS = 1
@@ -214,18 +213,26 @@ def make_engine(fake: FakeServer, sleeps: Sleeps | None = None, **overrides: Any
 GREEDY = GenerationParams(max_tokens=8)
 
 
+def completions(*prompts: str) -> list[Request]:
+    return [Request.completion(prompt) for prompt in prompts]
+
+
+def conversations(*messages: list[ChatMessage]) -> list[Request]:
+    return [Request.conversation(conversation) for conversation in messages]
+
+
 # -- generation and chat ----------------------------------------------------------------------
 
 
 def test_generate_and_chat_on_a_vllm_like_server(fake: FakeServer) -> None:
     engine = make_engine(fake)
     assert engine.server_kind == "vllm" and engine.info.versions["server"] == "0.32.0+fake"
-    results = engine.generate(["a", "b"], GenerationParams(max_tokens=4, seed=3, stop=("\n",)))
+    results = engine.generate(completions("a", "b"), GenerationParams(max_tokens=4, seed=3, stop=("\n",)))
     assert [r.text for r in results] == ["completion of a", "completion of b"]
     assert results[0].n_prompt_tokens == 1 and results[0].n_output_tokens == 2 and results[0].error is None
     sent = next(body for _, path, body, _ in fake.requests if path == "/v1/completions")
     assert sent["seed"] == 3 and sent["stop"] == ["\n"] and sent["max_tokens"] == 4 and sent["model"] == "toy"
-    chat = engine.chat([[{"role": "user", "content": "hi"}]], GREEDY)[0]
+    chat = engine.chat(conversations([{"role": "user", "content": "hi"}]), GREEDY)[0]
     assert chat.text == "echo: hi" and chat.prompt_text == "<rendered>hi" and chat.finish_reason == "stop"
 
 
@@ -233,14 +240,16 @@ def test_generic_server_chat_records_the_conversation(fake: FakeServer) -> None:
     fake.vllm = False
     engine = make_engine(fake)
     assert engine.server_kind == "generic" and engine.loglikelihood_mode == "echo"
-    chat = engine.chat([[{"role": "user", "content": "hi"}]], GREEDY)[0]
-    assert json.loads(chat.prompt_text) == [{"role": "user", "content": "hi"}]
+    chat = engine.chat(conversations([{"role": "user", "content": "hi"}]), GREEDY)[0]
+    assert chat.prompt_text is not None and json.loads(chat.prompt_text) == [{"role": "user", "content": "hi"}]
     assert "return_prompt_text" not in fake.requests[-1][2]
 
 
 def test_concat_mode_sends_base_models_plain_text(fake: FakeServer) -> None:
     engine = make_engine(fake, chat_mode="concat")
-    result = engine.chat([[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]], GREEDY)[0]
+    result = engine.chat(conversations([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]), GREEDY)[
+        0
+    ]
     assert result.text == "completion of s\nu" and fake.count("/v1/chat/completions") == 0
 
 
@@ -255,7 +264,7 @@ def test_retries_5xx_with_exponential_backoff(fake: FakeServer) -> None:
 
     fake.responder = flaky
     sleeps = Sleeps()
-    result = make_engine(fake, sleeps).generate(["x"], GREEDY)[0]
+    result = make_engine(fake, sleeps).generate(completions("x"), GREEDY)[0]
     assert result.error is None and result.text == "completion of x"
     assert sleeps == [0.5, 1.0, 2.0] and fake.count("/v1/completions") == 4
 
@@ -264,7 +273,7 @@ def test_gives_up_after_max_retries_and_reports_per_request(fake: FakeServer) ->
     fake.responder = lambda m, p, b: json_reply({}, status=500) if "bad" in str(b.get("prompt")) else None
     sleeps = Sleeps()
     engine = make_engine(fake, sleeps, max_retries=2, backoff_s=1.0, backoff_max_s=1.5)
-    results = engine.generate(["ok 1", "bad", "ok 2"], GREEDY)
+    results = engine.generate(completions("ok 1", "bad", "ok 2"), GREEDY)
     assert [r.error is None for r in results] == [True, False, True]
     assert results[0].text == "completion of ok 1" and results[2].text == "completion of ok 2"
     assert "HTTP 500" in (results[1].error or "") and "gave up after 3 attempts" in (results[1].error or "")
@@ -284,7 +293,7 @@ def test_429_honours_retry_after(fake: FakeServer) -> None:
 
     fake.responder = limited
     sleeps = Sleeps()
-    assert make_engine(fake, sleeps).generate(["x"], GREEDY)[0].error is None
+    assert make_engine(fake, sleeps).generate(completions("x"), GREEDY)[0].error is None
     assert sleeps == [7.0]
 
 
@@ -302,8 +311,8 @@ def test_malformed_json_is_retried_then_fails_clearly(fake: FakeServer) -> None:
 
     fake.responder = junk
     engine = make_engine(fake, max_retries=2)
-    assert engine.generate(["x"], GREEDY)[0].text == "completion of x"  # junk once, then fine
-    failed = engine.generate(["always junk"], GREEDY)[0]
+    assert engine.generate(completions("x"), GREEDY)[0].text == "completion of x"  # junk once, then fine
+    failed = engine.generate(completions("always junk"), GREEDY)[0]
     assert failed.error is not None and "malformed response" in failed.error and "3 attempts" in failed.error
 
 
@@ -312,7 +321,7 @@ def test_400_is_not_retried(fake: FakeServer) -> None:
         json_reply({"error": "prompt too long"}, status=400) if p == "/v1/completions" else None
     )
     sleeps = Sleeps()
-    result = make_engine(fake, sleeps).generate(["x"], GREEDY)[0]
+    result = make_engine(fake, sleeps).generate(completions("x"), GREEDY)[0]
     assert "HTTP 400" in (result.error or "") and "prompt too long" in (result.error or "")
     assert sleeps == [] and fake.count("/v1/completions") == 1
 
@@ -321,7 +330,7 @@ def test_timeouts_are_retried_and_reported(fake: FakeServer) -> None:
     engine = make_engine(fake, timeout_s=0.3, max_retries=1)
     fake.delay_s = 1.0
     started = time.perf_counter()
-    result = engine.generate(["slow"], GREEDY)[0]
+    result = engine.generate(completions("slow"), GREEDY)[0]
     assert result.error is not None and "timed out after 0.3 s" in result.error and "2 attempts" in result.error
     assert time.perf_counter() - started < 3.0
 
@@ -329,7 +338,7 @@ def test_timeouts_are_retried_and_reported(fake: FakeServer) -> None:
 def test_slow_responses_within_the_timeout_succeed(fake: FakeServer) -> None:
     engine = make_engine(fake, timeout_s=5.0, max_concurrency=4)
     fake.delay_s = 0.3
-    results = engine.generate([f"p{i}" for i in range(4)], GREEDY)
+    results = engine.generate(completions(*(f"p{i}" for i in range(4))), GREEDY)
     assert all(r.error is None for r in results) and engine.counters["retries"] == 0
 
 
@@ -339,7 +348,7 @@ def test_unreachable_server_fails_after_retries() -> None:
     with pytest.raises(OpenAIEngineError, match="connection failed"):
         make_engine(closed, sleeps, max_retries=2)  # the GET /version probe cannot connect
     engine = make_engine(closed, sleeps, max_retries=2, server="generic")
-    result = engine.generate(["x"], GREEDY)[0]
+    result = engine.generate(completions("x"), GREEDY)[0]
     assert result.error is not None and "connection failed" in result.error
 
 
@@ -347,7 +356,7 @@ def test_concurrency_limit_is_respected(fake: FakeServer) -> None:
     engine = make_engine(fake, max_concurrency=4)
     fake.delay_s = 0.1
     fake.max_in_flight = 0
-    results = engine.generate([f"p{i}" for i in range(20)], GREEDY)
+    results = engine.generate(completions(*(f"p{i}" for i in range(20))), GREEDY)
     assert [r.text for r in results] == [f"completion of p{i}" for i in range(20)]
     assert fake.max_in_flight == 4
 
@@ -357,8 +366,8 @@ def test_activity_callback_brackets_each_batch(fake: FakeServer) -> None:
     engine = OpenAICompatibleEngine(
         OpenAIEngineConfig(base_url=fake.base_url, model="toy"), on_activity=lambda: calls.append(time.time())
     )
-    engine.generate(["a", "b"], GREEDY)
-    engine.chat([[{"role": "user", "content": "c"}]], GREEDY)
+    engine.generate(completions("a", "b"), GREEDY)
+    engine.chat(conversations([{"role": "user", "content": "c"}]), GREEDY)
     assert len(calls) == 4
 
 
@@ -380,12 +389,12 @@ def test_api_key_is_sent_but_never_leaks(fake: FakeServer, monkeypatch: pytest.M
     fake.responder = unauthorised
     caplog.set_level(logging.DEBUG)
     engine = make_engine(fake, api_key_env="THEMIS_TEST_KEY")
-    results = engine.generate(["a", "b", "c"], GREEDY)
+    results = engine.generate(completions("a", "b", "c"), GREEDY)
     assert all(r.error and "HTTP 401" in r.error for r in results)
     assert all(auth == f"Bearer {SECRET}" for _, _, _, auth in fake.requests)
     assert fake.count("/v1/completions") <= 4, "after a 401 the remaining requests are not sent"
     with pytest.raises(OpenAIEngineError, match="HTTP 401") as caught:
-        engine.loglikelihood([LoglikelihoodRequest("ab", "c")])
+        engine.loglikelihood([Request.loglikelihood("ab", "c")])
     visible = [
         repr(engine), str(engine), repr(engine.info), str(engine.info.__dict__), json.dumps(engine.info.settings),
         *(r.error or "" for r in results), *(repr(r) for r in results), str(caught.value), repr(caught.value),
@@ -431,37 +440,42 @@ def test_loglikelihood_by_prompt_logprobs_matches_lm_eval_split(fake: FakeServer
     engine = make_engine(fake)
     assert engine.loglikelihood_mode == "prompt_logprobs"
     cases = [("Question: x", " answer"), ("ctx ", "cont"), ("", "whole sentence"), ("ab", "c"), ("ab", "c")]
-    results = engine.loglikelihood([LoglikelihoodRequest(c, x) for c, x in cases])
+    results = engine.loglikelihood([Request.loglikelihood(c, x, request_id=str(i)) for i, (c, x) in enumerate(cases)])
+    assert [(r.request_id, r.request_type) for r in results] == [(str(i), "loglikelihood") for i in range(5)]
     for (context, continuation), result in zip(cases, results, strict=True):
         total, greedy, n_context, n_continuation = expected_score(context, continuation)
         assert result.logprob == pytest.approx(total)
-        assert (result.is_greedy, result.n_context_tokens, result.n_continuation_tokens) == (
+        assert result.n_prompt_tokens is not None and result.n_continuation_tokens is not None
+        n_context_tokens = result.n_prompt_tokens - result.n_continuation_tokens
+        assert (result.is_greedy, n_context_tokens, result.n_continuation_tokens) == (
             greedy,
             n_context,
             n_continuation,
         )
-        assert not result.truncated
+        assert result.finish_reason == "scored"  # not truncated
     empty = next(body for _, path, body, _ in fake.requests if path == "/v1/completions" and body["prompt"][0] == BOS)
     assert empty["prompt_logprobs"] == 0 and empty["max_tokens"] == 1
     assert fake.count("/v1/completions") == 4, "duplicate requests are scored once"
-    again = engine.loglikelihood([LoglikelihoodRequest("ab", "c")])
+    again = engine.loglikelihood([Request.loglikelihood("ab", "c", request_id="3")])
     assert again == [results[3]] and fake.count("/v1/completions") == 4
 
 
 def test_loglikelihood_truncates_on_the_left(fake: FakeServer) -> None:
     fake.max_model_len = 16
-    result = make_engine(fake).loglikelihood([LoglikelihoodRequest("a long context here", " and more")])[0]
+    result = make_engine(fake).loglikelihood([Request.loglikelihood("a long context here", " and more")])[0]
     total, _, n_context, n_continuation = expected_score("a long context here", " and more", max_len=16)
-    assert result.truncated and n_context + n_continuation == 15
+    assert result.finish_reason == "truncated" and n_context + n_continuation == 15
+    assert (result.n_prompt_tokens, result.n_continuation_tokens) == (15, n_continuation)
     assert result.logprob == pytest.approx(total)
 
 
 def test_loglikelihood_by_echo_uses_text_offsets(fake: FakeServer) -> None:
     fake.vllm = False
     engine = make_engine(fake)
-    result = engine.loglikelihood([LoglikelihoodRequest("The cat ", "sat")])[0]
+    result = engine.loglikelihood([Request.loglikelihood("The cat ", "sat")])[0]
     # trailing space moves to the continuation: context "The cat", continuation " sat"
-    assert (result.n_context_tokens, result.n_continuation_tokens) == (7, 4)
+    assert result.n_prompt_tokens is not None and result.n_continuation_tokens is not None
+    assert (result.n_prompt_tokens - result.n_continuation_tokens, result.n_continuation_tokens) == (7, 4)
     assert result.logprob == pytest.approx(sum(toy_logprob(ord(c) + 10) for c in " sat"))
     assert result.is_greedy == all(toy_rank(ord(c) + 10) == 1 for c in " sat")
     sent = fake.requests[-1][2]
@@ -470,7 +484,7 @@ def test_loglikelihood_by_echo_uses_text_offsets(fake: FakeServer) -> None:
 
 def test_echo_cannot_score_an_empty_context(fake: FakeServer) -> None:
     fake.vllm = False
-    results = make_engine(fake).loglikelihood([LoglikelihoodRequest("", "abc"), LoglikelihoodRequest("a", "b")])
+    results = make_engine(fake).loglikelihood([Request.loglikelihood("", "abc"), Request.loglikelihood("a", "b")])
     assert results[0].logprob is None and "no logprob for the first prompt token" in (results[0].error or "")
     assert results[1].logprob is not None
     assert results[1].error is None
@@ -480,12 +494,12 @@ def test_unsupported_servers_get_a_clear_error(fake: FakeServer) -> None:
     fake.vllm = False
     fake.responder = lambda m, p, b: json_reply({"error": "no"}, status=404) if p == "/v1/completions" else None
     with pytest.raises(LoglikelihoodUnsupportedError, match=r"/v1/completions cannot score continuations"):
-        make_engine(fake).loglikelihood([LoglikelihoodRequest("a", "b")])
+        make_engine(fake).loglikelihood([Request.loglikelihood("a", "b")])
     fake.responder = lambda m, p, b: json_reply({"choices": [{"text": "x"}]}) if p == "/v1/completions" else None
     with pytest.raises(LoglikelihoodUnsupportedError, match="no echoed logprobs"):
-        make_engine(fake).loglikelihood([LoglikelihoodRequest("a", "b")])
+        make_engine(fake).loglikelihood([Request.loglikelihood("a", "b")])
     with pytest.raises(LoglikelihoodUnsupportedError, match="disabled"):
-        make_engine(fake, loglikelihood="none").loglikelihood([LoglikelihoodRequest("a", "b")])
+        make_engine(fake, loglikelihood="none").loglikelihood([Request.loglikelihood("a", "b")])
 
 
 def test_partial_loglikelihood_failure_keeps_the_answers(fake: FakeServer, caplog: pytest.LogCaptureFixture) -> None:
@@ -498,7 +512,7 @@ def test_partial_loglikelihood_failure_keeps_the_answers(fake: FakeServer, caplo
 
     fake.responder = fail_one
     engine = make_engine(fake, max_retries=1)
-    requests = [LoglikelihoodRequest("a", "b"), LoglikelihoodRequest("a", "z"), LoglikelihoodRequest("c", "d")]
+    requests = [Request.loglikelihood("a", "b"), Request.loglikelihood("a", "z"), Request.loglikelihood("c", "d")]
     first = engine.loglikelihood(requests)
     assert "1 of 3 loglikelihood requests failed" in caplog.text
     assert [r.logprob is None for r in first] == [False, True, False]

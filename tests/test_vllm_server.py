@@ -32,7 +32,7 @@ from themis_dagster.engines.vllm.server import (
     pid_alive,
     read_state,
 )
-from themis_dagster.exchange import GenerationParams, LoglikelihoodRequest
+from themis_dagster.exchange import GenerationParams, Request
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.resources.served import VLLMServerResource
 
@@ -186,14 +186,14 @@ def test_resource_returns_an_http_engine(fake_serve: VLLMServerManager, tmp_path
 ATTACH_SCRIPT = """
 import json, sys
 from tests.conftest import make_resources
-from themis_dagster.exchange import GenerationParams
+from themis_dagster.exchange import GenerationParams, Request
 from themis_dagster.resources.served import VLLMServerResource
 from themis_dagster.engines.vllm.server import VLLMServerManager
 themis = make_resources(__import__("pathlib").Path(sys.argv[2]) / "w.duckdb")["themis"]
 spec = themis.model(sys.argv[3])
 resource = VLLMServerResource(state_dir=sys.argv[1], idle_shutdown_s=600)
 engine = resource.engine_for(spec, themis.weights(spec))
-reply = engine.chat([[{"role": "user", "content": "Say hi."}]], GenerationParams(max_tokens=8))[0]
+reply = engine.chat([Request.conversation([{"role": "user", "content": "Say hi."}])], GenerationParams(max_tokens=8))[0]
 print(json.dumps({"server": engine.info.settings["server"], "starts": VLLMServerManager.starts,
                   "text": reply.text, "error": reply.error, "load_seconds": engine.info.load_seconds}))
 """
@@ -237,10 +237,10 @@ def test_server_loglikelihood_matches_transformers(served: dict[str, Any]) -> No
     path = engine.info.model_path
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    ours = engine.loglikelihood([LoglikelihoodRequest(c, x) for c, x in CASES])
+    ours = engine.loglikelihood([Request.loglikelihood(c, x) for c, x in CASES])
     for (context, continuation), result in zip(CASES, ours, strict=True):
         n_context, n_continuation, reference = reference_loglikelihood(tokenizer, model, context, continuation)
-        assert result.n_context_tokens == n_context
+        assert result.n_prompt_tokens - result.n_continuation_tokens == n_context
         assert result.n_continuation_tokens == n_continuation
         # bf16 server vs fp32 reference, the same tolerance as the in-process engine's test
         assert math.isclose(result.logprob, reference, rel_tol=0.03, abs_tol=0.5), (result.logprob, reference)
@@ -257,10 +257,10 @@ def test_local_tokenizer_agrees_with_the_servers(served: dict[str, Any]) -> None
     )
     remote = OpenAICompatibleEngine(config)
     assert remote.info.settings["tokenizer"] == "server"
-    requests = [LoglikelihoodRequest(c, x) for c, x in CASES]
+    requests = [Request.loglikelihood(c, x) for c, x in CASES]
     for local, by_server in zip(engine.loglikelihood(requests), remote.loglikelihood(requests), strict=True):
-        assert (local.n_context_tokens, local.n_continuation_tokens) == (
-            by_server.n_context_tokens,
+        assert (local.n_prompt_tokens, local.n_continuation_tokens) == (
+            by_server.n_prompt_tokens,
             by_server.n_continuation_tokens,
         )
         assert local.logprob == pytest.approx(by_server.logprob, abs=1e-3)
@@ -273,7 +273,7 @@ def test_echo_mode_agrees_with_prompt_logprobs(served: dict[str, Any]) -> None:
     engine = served["engine"]
     config = OpenAIEngineConfig(base_url=engine.config.base_url, model=engine.config.model, loglikelihood="echo")
     echo = OpenAICompatibleEngine(config)
-    requests = [LoglikelihoodRequest(c, x) for c, x in CASES if c]
+    requests = [Request.loglikelihood(c, x) for c, x in CASES if c]
     for by_tokens, by_text in zip(engine.loglikelihood(requests), echo.loglikelihood(requests), strict=True):
         assert by_text.n_continuation_tokens == by_tokens.n_continuation_tokens
         assert by_text.logprob == pytest.approx(by_tokens.logprob, abs=0.05)
@@ -283,11 +283,12 @@ def test_echo_mode_agrees_with_prompt_logprobs(served: dict[str, Any]) -> None:
 @pytest.mark.engine
 def test_chat_and_generate(served: dict[str, Any]) -> None:
     engine = served["engine"]
-    reply = engine.chat([[{"role": "user", "content": "Name three colours."}]], GenerationParams(max_tokens=16))[0]
+    conversation = Request.conversation([{"role": "user", "content": "Name three colours."}])
+    reply = engine.chat([conversation], GenerationParams(max_tokens=16))[0]
     assert reply.error is None and reply.text.strip() and reply.n_output_tokens > 0
     assert reply.prompt_text.startswith("<|im_start|>") and reply.n_prompt_tokens > 0
     sampled = GenerationParams(max_tokens=16, temperature=0.8, seed=7)
-    first, second = (engine.generate(["The capital of France is"], sampled)[0] for _ in range(2))
+    first, second = (engine.generate([Request.completion("The capital of France is")], sampled)[0] for _ in range(2))
     assert first.error is None and first.text == second.text and first.text.strip()
 
 
@@ -296,9 +297,12 @@ def test_throughput(served: dict[str, Any]) -> None:
     engine = served["engine"]
     sentences = [f"Person number {i} went to the market and bought {i % 7 + 1} apples." for i in range(200)]
     started = time.perf_counter()
-    results = engine.loglikelihood([LoglikelihoodRequest("", s) for s in sentences])
+    results = engine.loglikelihood([Request.loglikelihood("", s) for s in sentences])
     ll_seconds = time.perf_counter() - started
-    prompts = [[{"role": "user", "content": f"Write a sentence about the number {i}."}] for i in range(64)]
+    prompts = [
+        Request.conversation([{"role": "user", "content": f"Write a sentence about the number {i}."}])
+        for i in range(64)
+    ]
     started = time.perf_counter()
     replies = engine.chat(prompts, GenerationParams(max_tokens=32))
     gen_seconds = time.perf_counter() - started

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,7 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("prompt_text", "VARCHAR", False), ("n_prompt_tokens", "INTEGER", False),
         ("n_output_tokens", "INTEGER", False), ("finish_reason", "VARCHAR", False), ("latency_s", "DOUBLE", False),
         ("error", "VARCHAR", False),
+        ("n_continuation_tokens", "INTEGER", False),  # added later; ensure_schema adds it to older warehouses
     ], ("model", "task", "request_id")),
     "judgments": ([
         *_PARTITION, ("item_id", "VARCHAR", True), ("subset", "VARCHAR", False), ("outcome", "VARCHAR", False),
@@ -121,7 +123,7 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("logprob", "DOUBLE", False), ("is_greedy", "BOOLEAN", False), ("text", "VARCHAR", False),
         ("prompt_text", "VARCHAR", False), ("n_prompt_tokens", "INTEGER", False),
         ("n_output_tokens", "INTEGER", False), ("finish_reason", "VARCHAR", False), ("latency_s", "DOUBLE", False),
-        ("cached_at", "TIMESTAMP", True),
+        ("n_continuation_tokens", "INTEGER", False), ("cached_at", "TIMESTAMP", True),
     ], ()),
 }  # fmt: skip
 
@@ -135,6 +137,52 @@ def test_declarations_keep_the_existing_warehouse_contract() -> None:
         assert table.primary_key == key, name
 
 
+# ``responses`` as warehouses created before n_continuation_tokens have it.
+_RESPONSES_BEFORE_N_CONTINUATION_TOKENS = """
+CREATE TABLE "responses" (
+    "model" VARCHAR NOT NULL,
+    "task" VARCHAR NOT NULL,
+    "request_id" VARCHAR NOT NULL,
+    "item_id" VARCHAR NOT NULL,
+    "request_type" VARCHAR NOT NULL,
+    "logprob" DOUBLE,
+    "is_greedy" BOOLEAN,
+    "text" VARCHAR,
+    "prompt_text" VARCHAR,
+    "n_prompt_tokens" INTEGER,
+    "n_output_tokens" INTEGER,
+    "finish_reason" VARCHAR,
+    "latency_s" DOUBLE,
+    "error" VARCHAR,
+    PRIMARY KEY ("model", "task", "request_id")
+);
+"""
+
+
+def test_ensure_schema_adds_the_columns_an_older_warehouse_lacks(tmp_path: Path) -> None:
+    with duckdb.connect(str(tmp_path / "old.duckdb")) as old:
+        old.execute(_RESPONSES_BEFORE_N_CONTINUATION_TOKENS)
+        old.execute(
+            "INSERT INTO responses VALUES ('m', 't', 'r0', 'i0', 'loglikelihood', -1.5, true, NULL, NULL, 5, 0, "
+            "'scored', 0.25, NULL)"
+        )
+    with duckdb.connect(str(tmp_path / "old.duckdb")) as conn:
+        ensure_schema(conn)
+        ensure_schema(conn)  # again: nothing left to add
+        described = [(row[0], row[1], row[2]) for row in conn.execute('DESCRIBE "responses"').fetchall()]
+        declared = [(c.name, c.type.sql, "YES" if c.nullable else "NO") for c in TABLES["responses"].columns]
+        assert described == declared
+        before = Response("r0", "i0", -1.5, True, request_type="loglikelihood", n_prompt_tokens=5, n_output_tokens=0,
+                          finish_reason="scored", latency_s=0.25)  # fmt: skip
+        assert from_frame("responses", read_partition(conn, "responses", "m", "t"), Response) == [before]
+        assert conn.execute("SELECT n_continuation_tokens FROM responses").fetchall() == [(None,)]
+        after = replace(before, request_id="r1", n_continuation_tokens=2)
+        replace_partition(conn, "responses", to_frame("responses", [before, after], model="m", task="t"), "m", "t")
+        assert from_frame("responses", read_partition(conn, "responses", "m", "t"), Response) == [before, after]
+        views = {row[0] for row in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        assert "judgment_drilldown" in views
+
+
 STAGES: list[tuple[str, list[Any], dict[str, Any]]] = [
     ("task_items", [Item("0", "race", {"text": "a", "n": [1, 2]}), Item("1", None, {})], {"dataset_sha256": "s"}),
     ("prompts", [
@@ -144,7 +192,7 @@ STAGES: list[tuple[str, list[Any], dict[str, Any]]] = [
     ], {}),
     ("responses", [
         Response("0:more", "0", -1.5, True, request_type="loglikelihood", n_prompt_tokens=3, n_output_tokens=0,
-                 finish_reason="scored", latency_s=0.25),
+                 finish_reason="scored", latency_s=0.25, n_continuation_tokens=2),
         Response("1:0", "1", text="Yes.", request_type="chat", prompt_text="<p>", n_prompt_tokens=4,
                  n_output_tokens=2, finish_reason="stop", latency_s=0.5),
         Response("1:1", "1", error="HTTP 500", request_type="chat"),

@@ -1,14 +1,15 @@
 """What tasks and engines exchange: a ``Request`` goes out, one ``Response`` comes back.
 
-Tasks build requests and judge responses; engines answer them; the warehouse stores both.
-This module imports neither ``tasks`` nor ``engines`` so that each can depend on it without
-depending on the other (lm-eval's ``Instance`` plays the same part: one object from request
-to score).
+Tasks build requests and judge responses; engines answer them, one ``Response`` per
+``Request`` built by the request itself (``scored``, ``generated``, ``failed``); the
+warehouse stores both. This module imports neither ``tasks`` nor ``engines`` so that each
+can depend on it without depending on the other (lm-eval's ``Instance`` plays the same
+part: one object from request to score).
 """
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,14 +32,6 @@ class GenerationParams(BaseModel):
 
 
 @dataclass(frozen=True)
-class LoglikelihoodRequest:
-    """Score ``continuation`` after ``context`` (an empty context means: after the prefix token)."""
-
-    context: str
-    continuation: str
-
-
-@dataclass(frozen=True)
 class Request:
     """One engine request derived from an item; several requests may share an item."""
 
@@ -52,6 +45,85 @@ class Request:
     template: str | None = None
     template_sha256: str | None = None
     gen_params: dict[str, Any] | None = None
+
+    @classmethod
+    def loglikelihood(cls, context: str, continuation: str, request_id: str = "", item_id: str = "") -> Request:
+        """Score ``continuation`` after ``context`` (an empty context means: after the prefix token)."""
+        return cls(request_id, item_id, "loglikelihood", context=context, continuation=continuation)
+
+    @classmethod
+    def completion(cls, prompt: str, request_id: str = "", item_id: str = "") -> Request:
+        """Continue ``prompt`` as plain text."""
+        return cls(request_id, item_id, "generate", prompt=prompt)
+
+    @classmethod
+    def conversation(cls, messages: list[ChatMessage], request_id: str = "", item_id: str = "") -> Request:
+        """Reply to the chat ``messages``."""
+        return cls(request_id, item_id, "chat", messages=messages)
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        """A loglikelihood request's (context, continuation), an absent one read as empty; equal pairs score equally."""
+        return self.context or "", self.continuation or ""
+
+    def scored(
+        self,
+        logprob: float,
+        is_greedy: bool,
+        *,
+        n_prompt_tokens: int,
+        n_continuation_tokens: int,
+        truncated: bool = False,
+    ) -> Response:
+        """A loglikelihood request's answer: the continuation's summed logprob, and whether each token was the argmax.
+
+        ``n_prompt_tokens`` were sent, the last ``n_continuation_tokens`` of them scored (lm-eval's
+        split); ``truncated``: the context was cut on the left to fit the model's window.
+        """
+        return Response(
+            self.request_id,
+            self.item_id,
+            logprob,
+            is_greedy,
+            request_type=self.request_type,
+            n_prompt_tokens=n_prompt_tokens,
+            n_output_tokens=0,
+            finish_reason="truncated" if truncated else "scored",
+            n_continuation_tokens=n_continuation_tokens,
+        )
+
+    def generated(
+        self,
+        text: str,
+        prompt_text: str,
+        n_prompt_tokens: int,
+        n_output_tokens: int,
+        finish_reason: str,
+        error: str | None = None,
+    ) -> Response:
+        """The answer to a completion or chat request; ``prompt_text`` is exactly what the model saw.
+
+        With ``error``: a request the engine took but could not complete, as far as it got.
+        """
+        return Response(
+            self.request_id,
+            self.item_id,
+            text=text,
+            error=error,
+            request_type=self.request_type,
+            prompt_text=prompt_text,
+            n_prompt_tokens=n_prompt_tokens,
+            n_output_tokens=n_output_tokens,
+            finish_reason=finish_reason,
+        )
+
+    def failed(self, error: str) -> Response:
+        """The answer to a request the engine could not answer at all: ``error``, no score or text."""
+        return Response(self.request_id, self.item_id, error=error, request_type=self.request_type)
+
+    def adopt(self, response: Response) -> Response:
+        """``response``, the answer to a request with the same text (a duplicate, a cached score), as this one's."""
+        return replace(response, request_id=self.request_id, item_id=self.item_id, request_type=self.request_type)
 
 
 @dataclass(frozen=True)
@@ -77,3 +149,4 @@ class Response:
     n_output_tokens: int | None = None
     finish_reason: str | None = None
     latency_s: float | None = None
+    n_continuation_tokens: int | None = None  # loglikelihood: the scored tokens (the rest of the prompt is context)

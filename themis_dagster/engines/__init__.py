@@ -1,6 +1,6 @@
 """Inference engines behind one interface (see ``base.Engine``).
 
-- ``base``: the interface and the request/result types every engine shares.
+- ``base``: the interface: ``exchange.Request``s in, one ``exchange.Response`` per request out.
 - ``dispatch``: sends a partition's requests to an engine in as few batched calls as possible.
 - ``tokenization``: lm-eval's rules for (context, continuation) token ids, shared by the engines.
 - ``fake``: a deterministic engine for tests of the graph's plumbing.

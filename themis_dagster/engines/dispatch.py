@@ -7,8 +7,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from themis_dagster.engines.base import Engine, GenerationResult, LoglikelihoodResult
-from themis_dagster.exchange import GenerationParams, LoglikelihoodRequest, Request, Response
+from themis_dagster.engines.base import Engine
+from themis_dagster.exchange import GenerationParams, Request, Response
 
 
 @dataclass
@@ -26,66 +26,32 @@ class DispatchStats:
         return total / self.engine_seconds if self.engine_seconds > 0 else 0.0
 
 
-def _response(request: Request, error: str | None = None) -> Response:
-    """``request``'s response before the engine's answer is added: who it answers (and any error)."""
-    return Response(request.request_id, request.item_id, error=error, request_type=request.request_type)
-
-
-def _scored(request: Request, result: LoglikelihoodResult, latency_s: float, stats: DispatchStats) -> Response:
-    if result.error is not None:
-        return _response(request, result.error)
-    tokens = result.n_context_tokens + result.n_continuation_tokens
-    stats.prompt_tokens += tokens
-    finish_reason = "truncated" if result.truncated else "scored"
-    return replace(
-        _response(request),
-        logprob=result.logprob,
-        is_greedy=result.is_greedy,
-        n_prompt_tokens=tokens,
-        n_output_tokens=0,
-        finish_reason=finish_reason,
-        latency_s=latency_s,
-    )
-
-
-def _generated(request: Request, result: GenerationResult, latency_s: float, stats: DispatchStats) -> Response:
-    stats.prompt_tokens += result.n_prompt_tokens
-    stats.output_tokens += result.n_output_tokens
-    return replace(
-        _response(request, result.error),
-        text=result.text,
-        prompt_text=result.prompt_text,
-        n_prompt_tokens=result.n_prompt_tokens,
-        n_output_tokens=result.n_output_tokens,
-        finish_reason=result.finish_reason,
-        latency_s=latency_s,
-    )
-
-
-def _loglikelihood(engine: Engine, batch: list[Request], stats: DispatchStats) -> list[Response]:
+def _answer(
+    engine: Engine, batch: list[Request], params: GenerationParams | None, stats: DispatchStats
+) -> list[Response]:
+    """One engine call for ``batch`` (``params``: None for loglikelihoods); each answer gets its share of its time."""
     started = time.perf_counter()
-    results = engine.loglikelihood([LoglikelihoodRequest(r.context or "", r.continuation or "") for r in batch])
-    elapsed = time.perf_counter() - started
-    stats.engine_seconds += elapsed
-    share = elapsed / len(batch)
-    return [_scored(request, result, share, stats) for request, result in zip(batch, results, strict=True)]
-
-
-def _generation(engine: Engine, batch: list[Request], params: GenerationParams, stats: DispatchStats) -> list[Response]:
-    started = time.perf_counter()
-    if batch[0].request_type == "chat":
-        results = engine.chat([r.messages or [] for r in batch], params)
+    if params is None:
+        responses = engine.loglikelihood(batch)
+    elif batch[0].request_type == "chat":
+        responses = engine.chat(batch, params)
     else:
-        results = engine.generate([r.prompt or "" for r in batch], params)
+        responses = engine.generate(batch, params)
     elapsed = time.perf_counter() - started
     stats.engine_seconds += elapsed
     share = elapsed / len(batch)
-    return [_generated(request, result, share, stats) for request, result in zip(batch, results, strict=True)]
+    answered = []
+    for _, response in zip(batch, responses, strict=True):
+        stats.prompt_tokens += response.n_prompt_tokens or 0
+        stats.output_tokens += response.n_output_tokens or 0
+        # a request the engine could not answer at all (Request.failed) took none of the time
+        answered.append(response if response.finish_reason is None else replace(response, latency_s=share))
+    return answered
 
 
 def _failed(batch: list[Request], error: Exception) -> list[Response]:
     message = f"{type(error).__name__}: {error}"[:2000]
-    return [_response(request, message) for request in batch]
+    return [request.failed(message) for request in batch]
 
 
 def dispatch(engine: Engine, requests: list[Request], retries: int = 0) -> tuple[list[Response], DispatchStats]:
@@ -120,11 +86,10 @@ def _dispatch_once(engine: Engine, requests: list[Request]) -> tuple[list[Respon
     answered: dict[str, Response] = {}
     for (request_type, params_json), batch in batches.items():
         try:
-            if request_type == "loglikelihood":
-                produced = _loglikelihood(engine, batch, stats)
-            else:
+            params = None
+            if request_type != "loglikelihood":
                 params = GenerationParams.model_validate(json.loads(params_json))
-                produced = _generation(engine, batch, params, stats)
+            produced = _answer(engine, batch, params, stats)
         except Exception as error:  # noqa: BLE001 - recorded per request, surfaced by the asset
             produced = _failed(batch, error)
         for response in produced:

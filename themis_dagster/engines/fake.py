@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from themis_dagster.engines.base import EngineInfo, GenerationResult, LoglikelihoodResult
-from themis_dagster.exchange import ChatMessage, GenerationParams, LoglikelihoodRequest
+from themis_dagster.engines.base import EngineInfo
+from themis_dagster.exchange import GenerationParams, Request, Response
 
 
 def _unit(text: str) -> float:
@@ -39,31 +39,35 @@ class FakeEngine:
         self.fail = fail or (lambda text: None)
         self.calls: list[str] = []
 
-    def loglikelihood(self, requests: list[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]:
         self._called(f"loglikelihood:{len(requests)}")
-        results = []
-        for request in requests:
-            if (error := self.fail(request.context + request.continuation)) is not None:
-                results.append(LoglikelihoodResult.failed(error))
-                continue
-            words = max(len(request.continuation.split()), 1)
-            logprob = -2.0 * words - _unit(request.context + "\x00" + request.continuation)
-            results.append(LoglikelihoodResult(logprob, False, len(request.context.split()) or 1, words))
-        return results
+        return [self._score(request) for request in requests]
 
-    def generate(self, prompts: list[str], params: GenerationParams) -> list[GenerationResult]:
-        self._called(f"generate:{len(prompts)}")
-        return [self._result(prompt, prompt) for prompt in prompts]
+    def _score(self, request: Request) -> Response:
+        context, continuation = request.pair
+        if (error := self.fail(context + continuation)) is not None:
+            return request.failed(error)
+        words = max(len(continuation.split()), 1)
+        logprob = -2.0 * words - _unit(context + "\x00" + continuation)
+        n_context = len(context.split()) or 1
+        return request.scored(logprob, False, n_prompt_tokens=n_context + words, n_continuation_tokens=words)
 
-    def chat(self, conversations: list[list[ChatMessage]], params: GenerationParams) -> list[GenerationResult]:
-        self._called(f"chat:{len(conversations)}")
-        return [self._result(conversation[-1]["content"], str(conversation)) for conversation in conversations]
+    def generate(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
+        self._called(f"generate:{len(requests)}")
+        return [self._reply(request, request.prompt or "", request.prompt or "") for request in requests]
 
-    def _result(self, prompt: str, prompt_text: str) -> GenerationResult:
+    def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
+        self._called(f"chat:{len(requests)}")
+        return [
+            self._reply(request, (request.messages or [])[-1]["content"], str(request.messages or []))
+            for request in requests
+        ]
+
+    def _reply(self, request: Request, prompt: str, prompt_text: str) -> Response:
         if (error := self.fail(prompt)) is not None:
-            return GenerationResult("", prompt_text, len(prompt.split()), 0, "error", error)
+            return request.generated("", prompt_text, len(prompt.split()), 0, "error", error)
         text = self.reply(prompt)
-        return GenerationResult(text, prompt_text, len(prompt.split()), len(text.split()), "stop")
+        return request.generated(text, prompt_text, len(prompt.split()), len(text.split()), "stop")
 
     def _called(self, call: str) -> None:
         self.calls.append(call)

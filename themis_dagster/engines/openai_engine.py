@@ -15,8 +15,8 @@ Generation goes through ``/v1/completions`` (plain prompts) and ``/v1/chat/compl
 
 Failures: connection errors, timeouts, HTTP 408/429/5xx and malformed JSON are retried
 with exponential backoff (``Retry-After`` honoured, capped). No call raises for the requests
-that still fail: each gets a result with ``error`` set (a ``LoglikelihoodResult`` without a
-logprob, a ``GenerationResult`` without text) and the others keep their answers. Successful
+that still fail: each gets a ``Response`` with ``error`` set (a loglikelihood one without a
+logprob, a generation one without text) and the others keep their answers. Successful
 scores are also kept in the engine, so re-sending a batch only re-sends the failures. A
 server that cannot score at all raises ``LoglikelihoodUnsupportedError`` for the whole call.
 
@@ -39,9 +39,9 @@ from typing import Any, Literal, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from themis_dagster.engines.base import EngineInfo, GenerationResult, LoglikelihoodResult
+from themis_dagster.engines.base import EngineInfo
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
-from themis_dagster.exchange import ChatMessage, GenerationParams, LoglikelihoodRequest
+from themis_dagster.exchange import ChatMessage, GenerationParams, Request, Response
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +193,7 @@ class OpenAICompatibleEngine:
         self._root = root
         self._lock = threading.Lock()
         self._fatal: str | None = None  # set by 401/403: later requests fail without being sent
-        self._ll_cache: dict[LoglikelihoodRequest, LoglikelihoodResult] = {}
+        self._ll_cache: dict[tuple[str, str], Response] = {}  # successful scores by (context, continuation)
         self._tokenizer_probe: tuple[int, int | None] | None = None  # (max_model_len, prefix token id)
         self._tokenizer_lock = threading.Lock()
         self._local_tokenizer: Any = None
@@ -388,44 +388,49 @@ class OpenAICompatibleEngine:
 
     # -- loglikelihood --------------------------------------------------------------------------
 
-    def loglikelihood(self, requests: list[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]:
         """Summed continuation logprobs and greedy flags; see the module docstring for failures."""
         if self.loglikelihood_mode == "none":
             raise self._unsupported("loglikelihood is disabled for this engine (loglikelihood: none)")
         if self.loglikelihood_mode == "prompt_logprobs":
             self._tokenizer_facts()
-        todo = [request for request in dict.fromkeys(requests) if request not in self._ll_cache]
+        unique = {request.pair: request for request in requests}  # one per (context, continuation), first-seen order
+        todo = [request for pair, request in unique.items() if pair not in self._ll_cache]
         score = self._score_tokens if self.loglikelihood_mode == "prompt_logprobs" else self._score_echo
 
-        def attempt(request: LoglikelihoodRequest) -> LoglikelihoodResult | str:
+        def attempt(request: Request) -> Response:
             try:
                 return score(request)
             except LoglikelihoodUnsupportedError:
                 raise
             except OpenAIEngineError as error:
-                return str(error)
+                return request.failed(str(error))
 
-        failures: dict[LoglikelihoodRequest, LoglikelihoodResult] = {}
-        for request, outcome in zip(todo, self._map(attempt, todo), strict=True):
-            if isinstance(outcome, str):
-                failures[request] = LoglikelihoodResult.failed(outcome)
+        failures: dict[tuple[str, str], Response] = {}
+        for request, response in zip(todo, self._map(attempt, todo), strict=True):
+            if response.error is not None:
+                failures[request.pair] = response
             else:
                 with self._lock:
-                    self._ll_cache[request] = outcome
+                    self._ll_cache[request.pair] = response
         if failures:
             first = next(iter(failures.values())).error
             logger.warning("%d of %d loglikelihood requests failed; first: %s", len(failures), len(todo), first)
-        return [failures[request] if request in failures else self._ll_cache[request] for request in requests]
+        return [
+            request.adopt(failures[request.pair] if request.pair in failures else self._ll_cache[request.pair])
+            for request in requests
+        ]
 
-    def _score_tokens(self, request: LoglikelihoodRequest) -> LoglikelihoodResult:
+    def _score_tokens(self, request: Request) -> Response:
         max_len, prefix = self._tokenizer_facts()
-        if request.context == "" and prefix is None:
+        context, continuation = request.pair
+        if context == "" and prefix is None:
             raise RequestFailedError(
                 "an empty context is scored after the BOS/EOS token, but the server does not say which: "
                 "start vLLM with --enable-tokenizer-info-endpoint or set prefix_token_id"
             )
         context_ids, continuation_ids = encode_pair(
-            self._tokenize, prefix if prefix is not None else -1, request.context, request.continuation
+            self._tokenize, prefix if prefix is not None else -1, context, continuation
         )
         tokens, context_len, truncated = truncate_left(context_ids, continuation_ids, max_len - 1)
         payload = {
@@ -436,7 +441,7 @@ class OpenAICompatibleEngine:
             "prompt_logprobs": 0,
         }
 
-        def parse(data: Any) -> LoglikelihoodResult:
+        def parse(data: Any) -> Response:
             prompt_logprobs = data["choices"][0].get("prompt_logprobs")
             if prompt_logprobs is None:
                 raise self._unsupported("the response has no prompt_logprobs")
@@ -447,7 +452,13 @@ class OpenAICompatibleEngine:
                 entry = prompt_logprobs[position][str(tokens[position])]
                 total += float(entry["logprob"])
                 greedy = greedy and int(entry["rank"]) == 1
-            return LoglikelihoodResult(total, greedy, context_len, len(tokens) - context_len, truncated)
+            return request.scored(
+                total,
+                greedy,
+                n_prompt_tokens=len(tokens),
+                n_continuation_tokens=len(tokens) - context_len,
+                truncated=truncated,
+            )
 
         try:
             return self._post("/completions", payload, parse)
@@ -456,8 +467,8 @@ class OpenAICompatibleEngine:
                 raise self._unsupported(f"HTTP {error.status}") from None
             raise
 
-    def _score_echo(self, request: LoglikelihoodRequest) -> LoglikelihoodResult:
-        context, continuation = _move_trailing_spaces(request.context, request.continuation)
+    def _score_echo(self, request: Request) -> Response:
+        context, continuation = _move_trailing_spaces(*request.pair)
         prompt = context + continuation
         payload = {
             "model": self.config.model,
@@ -468,7 +479,7 @@ class OpenAICompatibleEngine:
             "echo": True,
         }
 
-        def parse(data: Any) -> LoglikelihoodResult | str:
+        def parse(data: Any) -> Response | str:
             logprobs = data["choices"][0].get("logprobs")
             if not logprobs or logprobs.get("text_offset") is None or logprobs.get("token_logprobs") is None:
                 raise self._unsupported("the response has no echoed logprobs with text_offset")
@@ -485,7 +496,9 @@ class OpenAICompatibleEngine:
                 top = tops[i]
                 if top:
                     greedy = greedy and float(values[i]) >= max(float(v) for v in top.values()) - 1e-6
-            return LoglikelihoodResult(total, greedy, n_context, len(in_prompt) - n_context, False)
+            return request.scored(
+                total, greedy, n_prompt_tokens=len(in_prompt), n_continuation_tokens=len(in_prompt) - n_context
+            )
 
         try:
             outcome = self._post("/completions", payload, parse)
@@ -513,10 +526,10 @@ class OpenAICompatibleEngine:
         return payload
 
     @staticmethod
-    def _generation(data: Any, text: str, prompt_text: str) -> GenerationResult:
+    def _generation(request: Request, data: Any, text: str, prompt_text: str) -> Response:
         choice = data["choices"][0]
         usage = data.get("usage") or {}
-        return GenerationResult(
+        return request.generated(
             text=text,
             prompt_text=prompt_text,
             n_prompt_tokens=int(usage.get("prompt_tokens") or 0),
@@ -524,21 +537,21 @@ class OpenAICompatibleEngine:
             finish_reason=str(choice.get("finish_reason")),
         )
 
-    def _complete(self, prompt: str, params: GenerationParams) -> GenerationResult:
-        def parse(data: Any) -> GenerationResult:
+    def _complete(self, request: Request, prompt: str, params: GenerationParams) -> Response:
+        def parse(data: Any) -> Response:
             text = data["choices"][0]["text"]
             if not isinstance(text, str):
                 raise TypeError("choices[0].text is not a string")
-            return self._generation(data, text, prompt)
+            return self._generation(request, data, text, prompt)
 
         return self._post("/completions", {**self._sampling(params), "prompt": prompt}, parse)
 
-    def _chat_one(self, conversation: list[ChatMessage], params: GenerationParams) -> GenerationResult:
+    def _chat_one(self, request: Request, conversation: list[ChatMessage], params: GenerationParams) -> Response:
         payload = {**self._sampling(params), "messages": conversation}
         if self.server_kind == "vllm":
             payload["return_prompt_text"] = True  # the exact text the chat template produced
 
-        def parse(data: Any) -> GenerationResult:
+        def parse(data: Any) -> Response:
             text = data["choices"][0]["message"]["content"]
             if text is None:
                 text = ""
@@ -547,30 +560,38 @@ class OpenAICompatibleEngine:
             prompt_text = data.get("prompt_text")
             if not isinstance(prompt_text, str):
                 prompt_text = json.dumps(conversation, ensure_ascii=False)
-            return self._generation(data, text, prompt_text)
+            return self._generation(request, data, text, prompt_text)
 
         return self._post("/chat/completions", payload, parse)
 
-    def _guarded(self, call: Callable[[], GenerationResult], prompt_text: str) -> GenerationResult:
+    def _guarded(self, request: Request, call: Callable[[], Response], prompt_text: str) -> Response:
         try:
             return call()
         except OpenAIEngineError as error:
-            return GenerationResult("", prompt_text, 0, 0, "error", error=self._redact(str(error)))
+            return request.generated("", prompt_text, 0, 0, "error", error=self._redact(str(error)))
 
-    def generate(self, prompts: list[str], params: GenerationParams) -> list[GenerationResult]:
-        return self._map(lambda prompt: self._guarded(lambda: self._complete(prompt, params), prompt), prompts)
+    def _completion(self, request: Request, prompt: str, params: GenerationParams) -> Response:
+        return self._guarded(request, lambda: self._complete(request, prompt, params), prompt)
 
-    def chat(self, conversations: list[list[ChatMessage]], params: GenerationParams) -> list[GenerationResult]:
+    def generate(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
+        return self._map(lambda request: self._completion(request, request.prompt or "", params), requests)
+
+    def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
         """Chat completions; base models (chat_mode 'concat') get the contents joined by newlines instead."""
         if self.config.chat_mode == "concat":
-            texts = ["\n".join(message["content"] for message in conversation) for conversation in conversations]
-            return self.generate(texts, params)
 
-        def one(conversation: list[ChatMessage]) -> GenerationResult:
+            def concatenated(request: Request) -> Response:
+                text = "\n".join(message["content"] for message in request.messages or [])
+                return self._completion(request, text, params)
+
+            return self._map(concatenated, requests)
+
+        def one(request: Request) -> Response:
+            conversation = request.messages or []
             fallback = json.dumps(conversation, ensure_ascii=False)
-            return self._guarded(lambda: self._chat_one(conversation, params), fallback)
+            return self._guarded(request, lambda: self._chat_one(request, conversation, params), fallback)
 
-        return self._map(one, conversations)
+        return self._map(one, requests)
 
     def shutdown(self) -> None:
         """Close the HTTP connections (a server started elsewhere keeps running)."""

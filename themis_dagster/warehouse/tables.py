@@ -3,7 +3,8 @@
 Each stage of the asset chain owns one table keyed by (model, task); a materialization
 replaces its partition's rows in one transaction. Column order is the contract: writers
 name their columns explicitly, so a frame's own order never matters. Existing warehouses
-were created from these same names, types and keys; change them only with a migration.
+were created from these same names, types and keys; change them only with a migration. A
+nullable column appended to a declaration is one: ``ensure_schema`` adds it to older tables.
 """
 
 from __future__ import annotations
@@ -84,6 +85,19 @@ class Table:
         body = ",\n".join(f"    {line}" for line in lines)
         return f"CREATE TABLE IF NOT EXISTS {quote(self.name)} (\n{body}\n);"
 
+    def missing_columns_ddl(self, existing: Iterable[str]) -> list[str]:
+        """``ALTER TABLE`` statements adding the declared nullable columns a table with ``existing`` lacks.
+
+        A table created from an earlier declaration gets the columns appended since; its old
+        rows hold NULL there. A missing NOT NULL column has no value to fill and is left alone.
+        """
+        present = set(existing)
+        return [
+            f"ALTER TABLE {quote(self.name)} ADD COLUMN IF NOT EXISTS {quote(column.name)} {column.type.sql}"
+            for column in self.columns
+            if column.nullable and column.name not in present
+        ]
+
 
 def quote(identifier: str) -> str:
     """Quote a declared identifier (LangBiTe's report columns contain spaces)."""
@@ -138,6 +152,8 @@ TABLES: dict[str, Table] = {table.name: table for table in (
         Column("prompt_text", TEXT, "generate / chat: exactly what the model saw"),
         Column("n_prompt_tokens", INTEGER), Column("n_output_tokens", INTEGER), Column("finish_reason", TEXT),
         Column("latency_s", DOUBLE, "the request's share of its batch's wall time"), Column("error", TEXT),
+        Column("n_continuation_tokens", INTEGER,
+               "loglikelihood: tokens scored; n_prompt_tokens - n_continuation_tokens is the context"),
     )),
     _partitioned("judgments", "One judgment per item (or per attempt).", key="item_id", columns=(
         required("item_id", TEXT), Column("subset", TEXT),

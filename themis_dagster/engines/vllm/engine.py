@@ -5,16 +5,17 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themis_dagster.engines.base import EngineInfo, GenerationResult, LoglikelihoodResult
+from themis_dagster.engines.base import EngineInfo
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.engines.vllm.kv_cache import GIB, cpu_default_kv_cache_bytes
 from themis_dagster.engines.vllm.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
 from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.vllm.tempfiles import track_dist_store
-from themis_dagster.exchange import ChatMessage, GenerationParams, LoglikelihoodRequest
+from themis_dagster.exchange import ChatMessage, GenerationParams, Request, Response
 from themis_dagster.registry.models import ModelSpec
 
 if TYPE_CHECKING:
@@ -165,16 +166,17 @@ class VLLMEngine:
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def loglikelihood(self, requests: list[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        """Sum of continuation-token logprobs, and whether every one is the argmax (lm-eval semantics)."""
+    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]:
+        """Sum of continuation-token logprobs, and whether every one is the argmax (lm-eval semantics).
+
+        Requests with the same (context, continuation) are scored once.
+        """
         from vllm import SamplingParams, TokensPrompt
 
-        unique = list(dict.fromkeys(requests))
+        unique = list({request.pair: request for request in requests}.values())  # one per pair, first-seen order
         prompts, spans = [], []
         for request in unique:
-            context_ids, continuation_ids = encode_pair(
-                self._encode, self.prefix_token_id, request.context, request.continuation
-            )
+            context_ids, continuation_ids = encode_pair(self._encode, self.prefix_token_id, *request.pair)
             tokens, context_len, truncated = truncate_left(context_ids, continuation_ids, self.max_len - 1)
             prompts.append(TokensPrompt(prompt_token_ids=tokens))
             spans.append((tokens, context_len, truncated))
@@ -205,7 +207,7 @@ class VLLMEngine:
         self.prefix_reuse["requests"] += len(prompts)
         self.prefix_reuse["cached_tokens"] += sum(output.num_cached_tokens or 0 for output in outputs)
         self.prefix_reuse["sent_again"] += len(again)
-        scored: dict[LoglikelihoodRequest, LoglikelihoodResult] = {}
+        scored: dict[tuple[str, str], Response] = {}
         for request, output, (tokens, context_len, truncated) in zip(unique, outputs, spans, strict=True):
             total, greedy = 0.0, True
             logprobs = output.prompt_logprobs
@@ -214,8 +216,14 @@ class VLLMEngine:
                 entry = logprobs[position][tokens[position]]  # type: ignore[index]
                 total += entry.logprob
                 greedy = greedy and entry.rank == 1
-            scored[request] = LoglikelihoodResult(total, greedy, context_len, len(tokens) - context_len, truncated)
-        return [scored[request] for request in requests]
+            scored[request.pair] = request.scored(
+                total,
+                greedy,
+                n_prompt_tokens=len(tokens),
+                n_continuation_tokens=len(tokens) - context_len,
+                truncated=truncated,
+            )
+        return [request.adopt(scored[request.pair]) for request in requests]
 
     def _sampling(self, params: GenerationParams) -> SamplingParams:
         from vllm import SamplingParams
@@ -228,12 +236,14 @@ class VLLMEngine:
             stop=list(params.stop) or None,
         )
 
-    def _results(self, outputs: list[Any], prompt_texts: list[str]) -> list[GenerationResult]:
-        results = []
-        for output, prompt_text in zip(outputs, prompt_texts, strict=True):
+    @staticmethod
+    def _generated(sent: list[tuple[Request, str]], outputs: list[Any]) -> list[Response]:
+        """The replies to the ``(request, prompt text)`` pairs sent, from vLLM's outputs in the same order."""
+        responses = []
+        for (request, prompt_text), output in zip(sent, outputs, strict=True):
             completion = output.outputs[0]
-            results.append(
-                GenerationResult(
+            responses.append(
+                request.generated(
                     text=completion.text,
                     prompt_text=prompt_text,
                     n_prompt_tokens=len(output.prompt_token_ids or []),
@@ -241,12 +251,12 @@ class VLLMEngine:
                     finish_reason=str(completion.finish_reason),
                 )
             )
-        return results
+        return responses
 
     def _generate_tokens(
-        self, texts: list[str], params: GenerationParams, add_special_tokens: bool
-    ) -> list[GenerationResult]:
-        """Generate for every text that fits the context window; the others get an error result.
+        self, requests: Sequence[Request], texts: list[str], params: GenerationParams, add_special_tokens: bool
+    ) -> list[Response]:
+        """Generate for every text that fits the context window; the others get an error response.
 
         vLLM rejects a whole batch when one prompt is too long, so lengths are checked here
         and only the fitting prompts are sent.
@@ -256,25 +266,25 @@ class VLLMEngine:
         encoded = [list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens)) for text in texts]
         fits = [len(ids) + 1 <= self.max_len for ids in encoded]
         batch = [TokensPrompt(prompt_token_ids=ids) for ids, ok in zip(encoded, fits, strict=True) if ok]
-        outputs = iter(
-            self._results(
-                self.llm.generate(batch, self._sampling(params), use_tqdm=False, lora_request=self.lora_request),
-                [text for text, ok in zip(texts, fits, strict=True) if ok],
+        sent = [(request, text) for request, text, ok in zip(requests, texts, fits, strict=True) if ok]
+        answers = iter(
+            self._generated(
+                sent, self.llm.generate(batch, self._sampling(params), use_tqdm=False, lora_request=self.lora_request)
             )
             if batch
             else []
         )
-        results = []
-        for text, ids, ok in zip(texts, encoded, fits, strict=True):
+        responses = []
+        for request, text, ids, ok in zip(requests, texts, encoded, fits, strict=True):
             if ok:
-                results.append(next(outputs))
+                responses.append(next(answers))
             else:
                 error = f"prompt has {len(ids)} tokens; the context window is {self.max_len} (max_model_len)"
-                results.append(GenerationResult("", text, len(ids), 0, "length", error))
-        return results
+                responses.append(request.generated("", text, len(ids), 0, "length", error))
+        return responses
 
-    def generate(self, prompts: list[str], params: GenerationParams) -> list[GenerationResult]:
-        return self._generate_tokens(prompts, params, add_special_tokens=True)
+    def generate(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
+        return self._generate_tokens(requests, [r.prompt or "" for r in requests], params, add_special_tokens=True)
 
     def render_chat(self, conversation: list[ChatMessage]) -> str:
         """The exact text the model sees for a conversation (its chat template applied)."""
@@ -286,14 +296,15 @@ class VLLMEngine:
         )
         return str(rendered)
 
-    def chat(self, conversations: list[list[ChatMessage]], params: GenerationParams) -> list[GenerationResult]:
+    def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
         """Apply the chat template (or plain concatenation for base models) and generate."""
+        conversations = [request.messages or [] for request in requests]
         if self.spec.chat_template is None:
             texts = ["\n".join(message["content"] for message in conversation) for conversation in conversations]
         else:
             texts = [self.render_chat(conversation) for conversation in conversations]
         # a chat template already writes the special tokens it wants
-        return self._generate_tokens(texts, params, add_special_tokens=self.spec.chat_template is None)
+        return self._generate_tokens(requests, texts, params, add_special_tokens=self.spec.chat_template is None)
 
     def shutdown(self) -> None:
         """Stop the engine's worker processes and free its memory."""
