@@ -33,7 +33,7 @@ class Settings(BaseModel):
     engine: str = "vllm"
     task_overrides_file: Path | None = None
     request_cache: bool = True  # reuse answers by request fingerprint (and resume killed runs)
-    request_chunk_size: int = Field(default=1024, ge=1)  # requests sent, and answers committed, at a time
+    request_chunk_size: int = Field(default=4096, ge=1)  # requests sent, and answers committed, at a time
 
     @classmethod
     def from_env(cls) -> Settings:

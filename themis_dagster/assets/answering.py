@@ -11,6 +11,7 @@ they are sent again.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,6 +52,12 @@ def _from_cache(request: Request, row: Mapping[str, Any]) -> Response:
     return dataclasses.replace(Response(request.request_id, request.item_id), **values)
 
 
+def _chunk_order(request: Request) -> tuple[str, str, str, str, str]:
+    params = json.dumps(request.gen_params or {}, sort_keys=True)
+    text = request.prompt if request.prompt is not None else json.dumps(request.messages or [])
+    return (request.request_type, params, request.context or "", request.continuation or "", text)
+
+
 def _merge(total: DispatchStats, part: DispatchStats) -> None:
     for name in ("requests", "engine_seconds", "prompt_tokens", "output_tokens", "errors", "retried"):
         setattr(total, name, getattr(total, name) + getattr(part, name))
@@ -86,7 +93,9 @@ def answer_requests(
             if row is not None:
                 answered[request.request_id] = _from_cache(request, row)
     stats.reused = len(answered)
-    todo = [r for r in requests if r.request_id not in answered]
+    # Chunks of like requests: one engine call per chunk and kind, and requests that share a
+    # prefix (a context, a template) in the same call, where the engine's prefix reuse sees them.
+    todo = sorted((r for r in requests if r.request_id not in answered), key=_chunk_order)
     loaded = engine() if todo else None
     columns = _answer_columns()
     for start in range(0, len(todo), chunk_size):

@@ -29,7 +29,7 @@ class ThemisConfig(ConfigurableResource):  # type: ignore[type-arg]
     reports_dir: str = "data/reports"
     allow_downloads: bool = True
     request_cache: bool = True
-    request_chunk_size: int = Field(default=1024, ge=1)
+    request_chunk_size: int = Field(default=4096, ge=1)
 
     def reports_path(self) -> Path:
         return Path(self.reports_dir)
