@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
 from themis_dagster.resources.served import OpenAIEngineResource
 from themis_dagster.warehouse import read_partition
+from themis_dagster.warehouse.integrity import check_warehouse
 
 MODEL = DEFAULT_MODEL_ID
 TASK = "crows_pairs"
@@ -279,3 +281,103 @@ def test_an_engine_process_killed_mid_batch_keeps_the_chunks_answered_before(tmp
     assert len({row[0] for row in healed}) == REQUESTS, "one row per prompt"
     assert healed == responses(clean)
     assert cached(warehouse) == REQUESTS
+
+
+# -- a warehouse on a full disk ---------------------------------------------------------------
+
+DISK_BYTES = 32 * 1024 * 1024
+SPARE_BYTES = 64 * 1024  # what the ballast leaves free: less than the bigger run's rows need
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of DISK_BYTES mounted for the test (needs root, or CAP_SYS_ADMIN); unmounted afterwards."""
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (mount: {mounted.stderr.strip() or mounted.returncode})")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def fill(disk: Path, spare: int) -> Path:
+    """A ballast file leaving ``spare`` bytes free on ``disk``."""
+    stats = os.statvfs(disk)
+    ballast = disk / "ballast"
+    with ballast.open("wb") as out:
+        left = stats.f_bavail * stats.f_frsize - spare
+        block = b"\0" * (1 << 20)
+        while left > 0:
+            left -= out.write(block[: min(left, len(block))])
+    return ballast
+
+
+def partition_counts(warehouse: Path) -> dict[str, int]:
+    """Rows of the partition in each stage's table."""
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        return {
+            table: read_partition(conn, table, MODEL, TASK).height
+            for table in ("task_items", "prompts", "responses", "judgments")
+        }
+
+
+@requires_mirror
+@pytest.mark.faults
+def test_a_full_disk_fails_the_run_and_keeps_the_partition(tmp_path: Path, small_disk: Path) -> None:
+    """A commit that cannot write the WAL fails the run naming the disk; the next run, with space, completes."""
+    more = 25 * ITEMS
+    small = write_overrides(tmp_path / "small.yaml", {TASK: {"limit": ITEMS}})
+    bigger = write_overrides(tmp_path / "bigger.yaml", {TASK: {"limit": more}})
+    warehouse, clean = small_disk / "w.duckdb", tmp_path / "clean.duckdb"
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITION, [MODEL])
+        run_partition(warehouse, small, instance, FakeEngineResource(), request_chunk_size=8)
+        before, counts = responses(warehouse), partition_counts(warehouse)
+        assert len(before) == REQUESTS and counts == {"task_items": 20, "prompts": 40, "responses": 40, "judgments": 20}
+
+        ballast = fill(small_disk, SPARE_BYTES)
+        resources = make_resources(warehouse, bigger, request_chunk_size=8)
+        result = materialize(
+            evaluation_assets,
+            partition_key=evaluation_key(MODEL, TASK),
+            resources=resources,
+            instance=instance,
+            raise_on_error=False,
+        )
+        assert not result.success
+        failure = result.get_step_failure_events()[0]
+        assert failure.step_key == "task_dataset"
+        error = failure.step_failure_data.error
+        assert error is not None and error.cause is not None
+        assert "No space left on device" in error.cause.message and "w.duckdb.wal" in error.cause.message, (
+            error.cause.message  # the disk-full error itself, not a failed ROLLBACK's
+        )
+
+        check_warehouse(warehouse)  # still opens, its metadata and blocks intact
+        assert responses(warehouse) == before and partition_counts(warehouse) == counts
+        assert cached(warehouse) == REQUESTS
+
+        ballast.unlink()
+        healed_run = run_partition(warehouse, bigger, instance, FakeEngineResource(), request_chunk_size=8)
+        assert (healed_run["answers_reused"], healed_run["requests_sent"]) == (REQUESTS, 2 * more - REQUESTS)
+        run_partition(clean, bigger, instance, FakeEngineResource(), request_chunk_size=8)
+    healed = responses(warehouse)
+    assert len(healed) == 2 * more and not errors(healed)
+    assert len({row[0] for row in healed}) == 2 * more, "one row per prompt"
+    assert healed == responses(clean)
+    assert set(before) <= set(healed), "the first run's answers are the same in the healed partition"
+    assert cached(warehouse) == 2 * more
+    assert partition_counts(warehouse) == {
+        "task_items": more,
+        "prompts": 2 * more,
+        "responses": 2 * more,
+        "judgments": more,
+    }
