@@ -381,3 +381,80 @@ def test_a_full_disk_fails_the_run_and_keeps_the_partition(tmp_path: Path, small
         "responses": 2 * more,
         "judgments": more,
     }
+
+
+class FillingEngine(FakeEngine):
+    """The fake engine, on a host where something else fills the disk during call ``fill_at_call``."""
+
+    def __init__(self, model_path: str, disk: Path, fill_at_call: int) -> None:
+        super().__init__(model_path)
+        self.disk, self.fill_at_call = disk, fill_at_call
+
+    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]:
+        answers = super().loglikelihood(requests)
+        if len(self.calls) == self.fill_at_call:
+            fill(self.disk, 0)
+        return answers
+
+
+class FillingEngineResource(FakeEngineResource):
+    """``FillingEngine``; answers as the fake engine does (same request fingerprints)."""
+
+    disk: str
+    fill_at_call: int
+
+    def output_identity(self) -> dict[str, str]:
+        return {"engine": "FakeEngineResource", "reply": self.reply}
+
+    def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
+        return FillingEngine(weights.path, Path(self.disk), self.fill_at_call)
+
+
+@requires_mirror
+@pytest.mark.faults
+def test_a_disk_that_fills_during_inference_keeps_the_chunks_committed_before(tmp_path: Path, small_disk: Path) -> None:
+    """The disk fills while the engine works: the chunks committed before stay, and so do the old responses."""
+    more = 25 * ITEMS
+    small = write_overrides(tmp_path / "small.yaml", {TASK: {"limit": ITEMS}})
+    bigger = write_overrides(tmp_path / "bigger.yaml", {TASK: {"limit": more}})
+    warehouse, clean = small_disk / "w.duckdb", tmp_path / "clean.duckdb"
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITION, [MODEL])
+        run_partition(warehouse, small, instance, FakeEngineResource(), request_chunk_size=8)
+        before = responses(warehouse)
+        resources = make_resources(warehouse, bigger, request_chunk_size=8)
+        resources["engine"] = FillingEngineResource(disk=str(small_disk), fill_at_call=6)
+        result = materialize(
+            evaluation_assets,
+            partition_key=evaluation_key(MODEL, TASK),
+            resources=resources,
+            instance=instance,
+            raise_on_error=False,
+        )
+        assert not result.success
+        failure = result.get_step_failure_events()[0]
+        error = failure.step_failure_data.error
+        assert failure.step_key == "raw_responses" and error is not None and error.cause is not None
+        assert "No space left on device" in error.cause.message, error.cause.message
+
+        check_warehouse(warehouse)
+        fresh = more * 2 - REQUESTS  # the 40 of the first run are reused
+        assert fresh > 5 * 8
+        assert cached(warehouse) == REQUESTS + 5 * 8, "the five chunks answered before the disk filled are kept"
+        assert responses(warehouse) == before, "the partition's responses are the previous run's"
+        assert partition_counts(warehouse) == {
+            "task_items": more,
+            "prompts": 2 * more,
+            "responses": 40,
+            "judgments": 20,
+        }
+
+        (small_disk / "ballast").unlink()
+        healed_run = run_partition(warehouse, bigger, instance, FakeEngineResource(), request_chunk_size=8)
+        assert (healed_run["answers_reused"], healed_run["requests_sent"]) == (REQUESTS + 40, fresh - 40)
+        run_partition(clean, bigger, instance, FakeEngineResource(), request_chunk_size=8)
+    healed = responses(warehouse)
+    assert len(healed) == 2 * more and not errors(healed)
+    assert len({row[0] for row in healed}) == 2 * more, "one row per prompt"
+    assert healed == responses(clean)
+    assert cached(warehouse) == 2 * more
