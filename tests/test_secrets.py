@@ -54,7 +54,7 @@ def _models_file(tmp_path: Path, base_url: str) -> Path:
     return path
 
 
-def _echoing(fake: FakeServer) -> Any:
+def _echoing(fake: FakeServer, refuse_chats: dict[str, bool]) -> Any:
     """Fails some requests with bodies that repeat the Authorization header the server received."""
     seen = {"/v1/completions": 0, "/v1/chat/completions": 0}
 
@@ -69,7 +69,7 @@ def _echoing(fake: FakeServer) -> Any:
             return json_reply({"error": f"overloaded, got Authorization: {header}"}, status=503)
         if path == "/v1/completions" and n == 2:  # the key straddles the error's 300-character snippet
             return json_reply({"error": "x" * 240 + f" got Authorization: {header}"}, status=503)
-        if path == "/v1/chat/completions" and n == 3:  # stops the run's later chats
+        if path == "/v1/chat/completions" and (n == 3 or refuse_chats["on"]):  # stops the run's later chats
             return json_reply({"error": {"message": f"Incorrect API key provided: {header}"}}, status=401)
         return None
 
@@ -113,6 +113,23 @@ def _instance_text(instance: DagsterInstance) -> dict[str, str]:
     return texts
 
 
+def _errors(warehouse: Path) -> tuple[list[tuple[str, int]], int, str]:
+    """Failed responses per task, the chat task's request count, and one 401 error as recorded."""
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        failed = conn.execute(
+            "SELECT task, count(*) FROM responses WHERE model = ? AND error IS NOT NULL GROUP BY task ORDER BY task",
+            [MODEL],
+        ).fetchall()
+        chats = conn.execute(
+            "SELECT count(*) FROM prompts WHERE model = ? AND task = 'crows_pairs_mc'", [MODEL]
+        ).fetchone()
+        unauthorised = conn.execute(
+            "SELECT error FROM responses WHERE model = ? AND error LIKE '%HTTP 401%' LIMIT 1", [MODEL]
+        ).fetchone()
+    assert chats is not None and unauthorised is not None
+    return failed, int(chats[0]), str(unauthorised[0])
+
+
 def _resources(themis: ThemisConfig, warehouse: Path) -> dict[str, object]:
     """A run's resources; the engine resource is the HTTP one (an API model is answered over HTTP anyway)."""
     return {"themis": themis, "warehouse": WarehouseResource(database=str(warehouse)), "engine": OpenAIEngineResource()}
@@ -129,21 +146,23 @@ def test_an_api_key_leaves_no_trace(
 ) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)
     caplog.set_level(logging.DEBUG)
-    server.responder = _echoing(server)
+    refuse_chats = {"on": False}
+    server.responder = _echoing(server, refuse_chats)
     warehouse = tmp_path / "w.duckdb"
-    themis = ThemisConfig(
-        models_file=str(_models_file(tmp_path, server.base_url)),
-        datasets_dir=str(SETTINGS.datasets_dir),
-        cache_dir=str(SETTINGS.cache_dir),
-        models_dir=str(SETTINGS.models_dir),
-        task_overrides_file=str(
+    settings: dict[str, Any] = {
+        "models_file": str(_models_file(tmp_path, server.base_url)),
+        "datasets_dir": str(SETTINGS.datasets_dir),
+        "cache_dir": str(SETTINGS.cache_dir),
+        "models_dir": str(SETTINGS.models_dir),
+        "task_overrides_file": str(
             write_overrides(tmp_path / "overrides.yaml", {t: {"limit": n} for t, n in TASKS.items()})
         ),
-        exports_dir=str(tmp_path / "exports"),
-        reports_dir=str(tmp_path / "reports"),
-        allow_downloads=False,
-        request_chunk_size=4,
-    )
+        "exports_dir": str(tmp_path / "exports"),
+        "reports_dir": str(tmp_path / "reports"),
+        "allow_downloads": False,
+        "request_chunk_size": 4,
+    }
+    themis = ThemisConfig(**settings)
     (tmp_path / "dagster_home").mkdir()
     with DagsterInstance.local_temp(tempdir=str(tmp_path / "dagster_home")) as instance:
         instance.add_dynamic_partitions(MODELS_PARTITION, [MODEL])
@@ -156,6 +175,23 @@ def test_an_api_key_leaves_no_trace(
                 instance=instance,
             )
             assert result.success
+        failed, chats, unauthorised = _errors(warehouse)
+
+        refuse_chats["on"] = True  # a run whose every request fails raises, quoting the first error
+        refused = materialize(
+            [*evaluation_assets, *report_assets],
+            partition_key=evaluation_key(MODEL, "crows_pairs_mc"),
+            selection=[asset.key for asset in evaluation_assets],
+            resources=_resources(ThemisConfig(**settings, request_cache=False), warehouse),
+            instance=instance,
+            raise_on_error=False,
+        )
+        assert not refused.success
+        error = refused.get_step_failure_events()[0].step_failure_data.error
+        assert error is not None and error.cause is not None
+        assert "every request failed" in error.cause.message and "HTTP 401" in error.cause.message
+        assert "Bearer ***" in error.cause.message
+
         reports = materialize(
             [*evaluation_assets, *report_assets],
             selection=[AssetKey("leaderboard"), AssetKey("model_reports")],
@@ -165,24 +201,13 @@ def test_an_api_key_leaves_no_trace(
         assert reports.success
         texts = _instance_text(instance)
         run_ids = [run.run_id for run in instance.get_runs() if run.tags.get("dagster/partition")]
-        assert len(run_ids) == len(TASKS)
+        assert len(run_ids) == len(TASKS) + 1
 
     # the faults really happened, and were recorded (redacted) where they belong
     assert all(auth == f"Bearer {KEY}" for _, _, _, auth in server.requests)
-    assert server.count("/v1/chat/completions") == 3, "after the 401 no chat is sent"
-    with duckdb.connect(str(warehouse), read_only=True) as conn:
-        failed = conn.execute(
-            "SELECT task, count(*) FROM responses WHERE model = ? AND error IS NOT NULL GROUP BY task ORDER BY task",
-            [MODEL],
-        ).fetchall()
-        chats = conn.execute(
-            "SELECT count(*) FROM prompts WHERE model = ? AND task = 'crows_pairs_mc'", [MODEL]
-        ).fetchone()
-        unauthorised = conn.execute(
-            "SELECT error FROM responses WHERE model = ? AND error LIKE '%HTTP 401%' LIMIT 1", [MODEL]
-        ).fetchone()
-    assert chats is not None and failed == [("crows_pairs_mc", chats[0] - 2)], "the 401 and every chat after it"
-    assert unauthorised is not None and "Bearer ***" in unauthorised[0]
+    assert server.count("/v1/chat/completions") == 3 + 1, "after a 401 no chat is sent, in either run"
+    assert failed == [("crows_pairs_mc", chats - 2)], "the 401 and every chat after it"
+    assert "Bearer ***" in unauthorised
     assert list((tmp_path / "reports").rglob("*.html")), "the reports were written"
     assert "overloaded, got Authorization: Bearer ***" in caplog.text
 
