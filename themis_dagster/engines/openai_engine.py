@@ -235,6 +235,10 @@ class OpenAICompatibleEngine:
             text = text.replace(self._secret.reveal(), "***")
         return text
 
+    def _shown(self, text: str, limit: int = 300) -> str:
+        """A server's text shortened for a message, redacted first: a key cut by the shortening would not match."""
+        return _snippet(self._redact(text), limit)
+
     def _count(self, name: str) -> None:
         with self._lock:
             self.counters[name] += 1
@@ -255,7 +259,7 @@ class OpenAICompatibleEngine:
             except httpx.TimeoutException as error:
                 reason, reachable = f"timed out after {self.config.timeout_s:g} s ({type(error).__name__})", False
             except httpx.TransportError as error:
-                reason, reachable = f"connection failed ({type(error).__name__}: {_snippet(str(error))})", False
+                reason, reachable = f"connection failed ({type(error).__name__}: {self._shown(str(error))})", False
             else:
                 reachable = True
                 status = response.status_code
@@ -263,14 +267,14 @@ class OpenAICompatibleEngine:
                     try:
                         return parse(response.json())
                     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
-                        reason = f"malformed response ({type(error).__name__}: {_snippet(str(error), 120)}): " + (
-                            _snippet(response.text, 200)
+                        reason = f"malformed response ({type(error).__name__}: {self._shown(str(error), 120)}): " + (
+                            self._shown(response.text, 200)
                         )
                 elif status in RETRY_STATUSES:
                     retry_after = _retry_after(response)
-                    reason = f"HTTP {status}: {_snippet(response.text)}"
+                    reason = f"HTTP {status}: {self._shown(response.text)}"
                 else:
-                    message = self._redact(f"{where}: HTTP {status}: {_snippet(response.text)}")
+                    message = self._redact(f"{where}: HTTP {status}: {self._shown(response.text)}")
                     if status in AUTH_STATUSES:
                         message += " (check the key in the environment variable named by api_key_env)"
                         self._fatal = message

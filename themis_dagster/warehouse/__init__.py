@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import duckdb
@@ -52,6 +53,17 @@ def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) ->
         conn.unregister("themis_frame")
 
 
+def _rollback(conn: duckdb.DuckDBPyConnection) -> None:
+    """Roll back after a failure, keeping that failure the one raised.
+
+    A COMMIT that fails (a full disk: the WAL cannot be written) has already ended the
+    transaction; DuckDB's "cannot rollback - no transaction is active" would otherwise
+    replace the disk-full error in the run's failure.
+    """
+    with contextlib.suppress(duckdb.TransactionException):
+        conn.execute("ROLLBACK")
+
+
 def _replace_rows(
     conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame, partition: tuple[str, str] | None = None
 ) -> int:
@@ -68,7 +80,7 @@ def _replace_rows(
         _insert(conn, table, frame)
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        _rollback(conn)
         raise
     return frame.height
 
@@ -120,7 +132,7 @@ def append_new(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame,
             after = conn.execute(f"SELECT count(*) FROM {quote(table)}").fetchone()  # noqa: S608
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
     finally:
         conn.unregister("themis_frame")
