@@ -27,6 +27,7 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import make_resources, requires_mirror, write_overrides
 from tests.test_openai_engine import FakeServer
 from themis_dagster.assets import evaluation_assets
+from themis_dagster.assets.answering import chunk_order
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.exchange import Request, Response
@@ -36,6 +37,7 @@ from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
 from themis_dagster.resources.served import OpenAIEngineResource
 from themis_dagster.warehouse import read_partition
+from themis_dagster.warehouse.frames import from_frame
 from themis_dagster.warehouse.integrity import check_warehouse
 
 MODEL = DEFAULT_MODEL_ID
@@ -270,7 +272,8 @@ def test_an_engine_process_killed_mid_batch_keeps_the_chunks_answered_before(tmp
         assert cached(warehouse) == 8, "the chunk answered before the engine died is committed"
         assert set(failed) == {"BrokenPipeError: [Errno 32] Broken pipe"}, "the dead chunk and the later ones"
         with duckdb.connect(str(warehouse), read_only=True) as conn:
-            first_chunk = read_partition(conn, "prompts", MODEL, TASK)["request_id"].to_list()[:8]  # as the asset reads
+            prompts = from_frame("prompts", read_partition(conn, "prompts", MODEL, TASK), Request)
+        first_chunk = [r.request_id for r in sorted(prompts, key=chunk_order)[:8]]  # as the asset chunks them
         assert sorted(first_chunk) == [row[0] for row in broken if row[-1] is None and row[3] is not None]
 
         second = run_partition(warehouse, overrides, instance, ProcessEngineResource(), request_chunk_size=8)

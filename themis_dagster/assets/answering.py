@@ -52,7 +52,8 @@ def _from_cache(request: Request, row: Mapping[str, Any]) -> Response:
     return dataclasses.replace(Response(request.request_id, request.item_id), **values)
 
 
-def _chunk_order(request: Request) -> tuple[str, str, str, str, str]:
+def chunk_order(request: Request) -> tuple[str, str, str, str, str]:
+    """The order requests are chunked in: by kind and sampling settings, then by text."""
     params = json.dumps(request.gen_params or {}, sort_keys=True)
     text = request.prompt if request.prompt is not None else json.dumps(request.messages or [])
     return (request.request_type, params, request.context or "", request.continuation or "", text)
@@ -95,7 +96,7 @@ def answer_requests(
     stats.reused = len(answered)
     # Chunks of like requests: one engine call per chunk and kind, and requests that share a
     # prefix (a context, a template) in the same call, where the engine's prefix reuse sees them.
-    todo = sorted((r for r in requests if r.request_id not in answered), key=_chunk_order)
+    todo = sorted((r for r in requests if r.request_id not in answered), key=chunk_order)
     loaded = engine() if todo else None
     columns = _answer_columns()
     for start in range(0, len(todo), chunk_size):
