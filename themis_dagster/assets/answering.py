@@ -59,11 +59,6 @@ def chunk_order(request: Request) -> tuple[str, str, str, str, str]:
     return (request.request_type, params, request.context or "", request.continuation or "", text)
 
 
-def _merge(total: DispatchStats, part: DispatchStats) -> None:
-    for name in ("requests", "engine_seconds", "prompt_tokens", "output_tokens", "errors", "retried"):
-        setattr(total, name, getattr(total, name) + getattr(part, name))
-
-
 def answer_requests(
     requests: Sequence[Request],
     *,
@@ -103,7 +98,7 @@ def answer_requests(
         assert loaded is not None
         chunk = todo[start : start + chunk_size]
         responses, chunk_stats = dispatch(loaded, chunk, retries=retries)
-        _merge(stats.dispatch, chunk_stats)
+        stats.dispatch.add(chunk_stats)
         stats.chunks += 1
         stats.sent += len(chunk)
         now = datetime.now(UTC).replace(tzinfo=None)

@@ -20,6 +20,11 @@ class DispatchStats:
     errors: int = 0
     retried: int = 0
 
+    def add(self, other: DispatchStats) -> None:
+        """Count ``other``'s work too (the calls of several chunks of one partition)."""
+        for name in ("requests", "engine_seconds", "prompt_tokens", "output_tokens", "errors", "retried"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
     @property
     def tokens_per_second(self) -> float:
         total = self.prompt_tokens + self.output_tokens

@@ -140,7 +140,11 @@ def append_new(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame,
 
 
 def read_by_key(conn: duckdb.DuckDBPyConnection, table: str, key: str, values: list[str]) -> pl.DataFrame:
-    """The rows of ``table`` whose ``key`` is one of ``values`` (one row per value, the oldest)."""
+    """The rows of ``table`` whose ``key`` is one of ``values``, one row per value.
+
+    ``append_new`` stores a value once; should two writers race, their rows hold the same
+    answer and either one is returned.
+    """
     declaration = declared(table)
     if key not in declaration.column_names:
         raise KeyError(f"{table} has no column {key!r}")
