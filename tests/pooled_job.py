@@ -8,6 +8,7 @@ and end times to LOG; MARKER, if given, is written once the step has started.
 import json
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from dagster import (
@@ -50,7 +51,10 @@ def main(argv: list[str]) -> int:
     log, seconds, *marker = argv
     config = {"ops": {"engine_step": {"config": {"log": log, "seconds": float(seconds), "marker": "".join(marker)}}}}
     job = Definitions(assets=[engine_step], jobs=[pooled_job]).resolve_job_def("pooled")
-    result = job.execute_in_process(run_config=config, instance=DagsterInstance.get(), tags=owner_tags())
+    run_id = str(uuid.uuid4())
+    result = job.execute_in_process(
+        run_config=config, instance=DagsterInstance.get(), run_id=run_id, tags=owner_tags(run_id)
+    )
     return 0 if result.success else 1
 
 

@@ -27,7 +27,7 @@ from tests.deployment import MODEL, TASK, themis_deployment
 from themis_dagster.partitions import evaluation_key
 from themis_dagster.resources import WarehouseResource
 from themis_dagster.runs.orphans import fail_dead_runs
-from themis_dagster.runs.owner import HOST_TAG, PID_TAG, START_TAG, owner_liveness, owner_tags
+from themis_dagster.runs.owner import HOST_TAG, PID_TAG, RUN_TAG, START_TAG, owner_liveness, owner_tags
 from themis_dagster.schedules.reevaluation import _in_flight, plan_reevaluation
 
 # ``themis run`` with an engine that blocks on its first request (after telling the test).
@@ -51,23 +51,32 @@ sys.exit(main(sys.argv[2:]))
 
 
 def test_this_process_is_alive() -> None:
-    assert owner_liveness(owner_tags()) == "alive"
+    assert owner_liveness(owner_tags("r1"), "r1") == "alive"
 
 
 def test_a_finished_process_is_gone() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
-    assert owner_liveness({**owner_tags(), PID_TAG: str(proc.pid), START_TAG: ""}) == "gone"
+    assert owner_liveness({**owner_tags("r1"), PID_TAG: str(proc.pid), START_TAG: ""}, "r1") == "gone"
 
 
 def test_a_reused_pid_is_gone() -> None:
-    tags = owner_tags()
+    tags = owner_tags("r1")
     assert owner_liveness({**tags, START_TAG: tags[START_TAG] + "1"}) == "gone"
 
 
 def test_other_hosts_and_untagged_runs_are_left_alone() -> None:
-    assert owner_liveness({**owner_tags(), HOST_TAG: "elsewhere"}) == "unknown"
+    assert owner_liveness({**owner_tags("r1"), HOST_TAG: "elsewhere"}) == "unknown"
     assert owner_liveness({}) == "unknown"
+
+
+def test_tags_copied_to_a_retry_do_not_make_it_dead() -> None:
+    """Dagster copies a run's tags to its retry: the dead parent's owner does not own the retry."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    parent = {**owner_tags("parent"), PID_TAG: str(proc.pid), START_TAG: ""}
+    assert owner_liveness(parent, "parent") == "gone"
+    assert owner_liveness(parent, "its-retry") == "unknown"
 
 
 # --- a real in-process run, SIGKILLed in its engine step ---------------------------------------
@@ -149,4 +158,4 @@ def test_every_run_using_the_warehouse_records_its_owner(tmp_path: Path, instanc
     resources = {"warehouse": WarehouseResource(database=str(tmp_path / "w.duckdb"))}
     result = materialize([uses_warehouse], resources=resources, instance=instance)
     tags = instance.get_run_by_id(result.run_id).tags
-    assert {key: tags[key] for key in (HOST_TAG, PID_TAG, START_TAG)} == owner_tags()
+    assert {key: tags[key] for key in (HOST_TAG, PID_TAG, START_TAG, RUN_TAG)} == owner_tags(result.run_id)

@@ -48,7 +48,7 @@ def test_asset_graph_snapshot() -> None:
         "genderbench_marks": ["bias_metrics"],
         "model_reports": ["leaderboard"],
     }
-    assert {s.name for s in defs.sensors or []} == {"checkpoint_sensor", "report_automation"}
+    assert {s.name for s in defs.sensors or []} == {"checkpoint_sensor", "report_automation", "dead_run_sweeper"}
     assert {s.name for s in defs.schedules or []} == {"reevaluation_schedule"}
     assert {"crows_pairs", "crows_pairs_prompted"} <= set(task_names())
 

@@ -101,6 +101,11 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
     "evaluation_runs": ([
         *_PARTITION, ("run_id", "VARCHAR", True), ("materialized_at", "TIMESTAMP", True), ("config", "JSON", True),
     ], ()),
+    "stage_generations": ([
+        *_PARTITION, ("stage", "VARCHAR", True), ("materialization", "VARCHAR", True),
+        ("upstream_materialization", "VARCHAR", False), ("generation", "VARCHAR", True),
+        ("run_id", "VARCHAR", True), ("written_at", "TIMESTAMP", True),
+    ], ("model", "task", "stage")),
     "leaderboard": ([
         ("task", "VARCHAR", True), ("metric", "VARCHAR", True), ("rank", "INTEGER", True),
         ("model", "VARCHAR", True), ("value", "DOUBLE", False), ("ci_low", "DOUBLE", False),
@@ -241,9 +246,12 @@ def test_a_null_json_column_reads_as_the_field_default(conn: duckdb.DuckDBPyConn
 def test_views_exist(conn: duckdb.DuckDBPyConnection) -> None:
     views = {row[0] for row in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     assert {"metrics", "headline_metrics", "parse_failures", "judgment_drilldown", "metric_drilldown",
-            "metric_trend", "leaderboard_view", "parse_rates"} <= views  # fmt: skip
+            "metric_trend", "leaderboard_view", "parse_rates", "partition_status"} <= views  # fmt: skip
     columns = [row[0] for row in conn.execute("DESCRIBE metrics").fetchall()]
-    assert columns == ["model", "task", "subset", "metric", "value", "ci_low", "ci_high", "n", "materialized_at"]
+    assert columns == [
+        "model", "task", "subset", "metric", "value", "ci_low", "ci_high", "n", "materialized_at",
+        "run_id", "generation",
+    ]  # fmt: skip
 
 
 def _items(n: int, tag: str = "") -> list[Item]:

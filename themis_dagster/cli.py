@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -114,12 +115,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         for task in tasks:
             started = time.perf_counter()
+            run_id = str(uuid.uuid4())
             result = job.execute_in_process(
                 partition_key=evaluation_key(args.model, task),
                 instance=instance,
                 raise_on_error=False,
                 run_config=QUIET_LOGS,
-                tags=owner_tags(),  # from its creation, so a kill at any point is recognised (runs.orphans)
+                run_id=run_id,
+                tags=owner_tags(run_id),  # from its creation, so a kill at any point is recognised (runs.orphans)
             )
             status = "ok" if result.success else "FAILED"
             engine_note = ""
@@ -136,8 +139,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             if engine_pool_in_use(instance):  # another run waits for (or holds) the engine pool:
                 shutdown_warm_engines()  # do not keep a second engine in memory (one GPU) meanwhile
         if not args.skip_reports:
+            run_id = str(uuid.uuid4())
             defs.resolve_job_def("reports").execute_in_process(
-                instance=instance, run_config=QUIET_LOGS, tags=owner_tags()
+                instance=instance, run_config=QUIET_LOGS, run_id=run_id, tags=owner_tags(run_id)
             )
     finally:
         started = time.perf_counter()

@@ -10,6 +10,7 @@ from themis_dagster.resources import ThemisConfig, WarehouseResource, engine_res
 from themis_dagster.schedules import reevaluation_schedule
 from themis_dagster.sensors import CheckpointWatchConfig, checkpoint_sensor
 from themis_dagster.sensors.automation import automation_sensor
+from themis_dagster.sensors.dead_runs import dead_run_sensor
 from themis_dagster.settings import Settings
 
 
@@ -45,7 +46,7 @@ def build_definitions(settings: Settings | None = None, keep_warm: bool = False)
     return Definitions(
         assets=[*evaluation_assets, *report_assets],
         jobs=[evaluate_job, reports_job],
-        sensors=[checkpoint_sensor, automation_sensor],
+        sensors=[checkpoint_sensor, automation_sensor, dead_run_sensor],
         schedules=[reevaluation_schedule],
         resources=build_resources(settings or Settings.from_env(), keep_warm=keep_warm),
         executor=in_process_executor,

@@ -34,6 +34,7 @@ class Settings(BaseModel):
     task_overrides_file: Path | None = None
     request_cache: bool = True  # reuse answers by request fingerprint (and resume killed runs)
     request_chunk_size: int = Field(default=4096, ge=1)  # requests sent, and answers committed, at a time
+    fake_engine_latency_s: float = Field(default=0.0, ge=0)  # THEMIS_ENGINE=fake: seconds per engine call
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -57,6 +58,7 @@ class Settings(BaseModel):
             "task_overrides_file": "THEMIS_TASK_OVERRIDES",
             "request_cache": "THEMIS_REQUEST_CACHE",
             "request_chunk_size": "THEMIS_REQUEST_CHUNK_SIZE",
+            "fake_engine_latency_s": "THEMIS_FAKE_ENGINE_LATENCY_S",
         }
         values = {field: os.environ[var] for field, var in env.items() if os.environ.get(var)}
         return cls.model_validate(values)

@@ -87,7 +87,7 @@ def genderbench_marks(
 ) -> AssetResult:
     with warehouse.connect() as conn:
         marks = conn.execute(
-            "SELECT model, task, metric, value FROM metric_values "
+            "SELECT model, task, metric, value FROM metrics "
             "WHERE task LIKE 'gb\\_%' ESCAPE '\\' AND subset IS NULL AND metric LIKE '%\\_mark' ESCAPE '\\'"
         ).pl()
     now = datetime.now(UTC).replace(tzinfo=None)

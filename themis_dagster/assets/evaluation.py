@@ -17,7 +17,14 @@ from dagster import AssetExecutionContext, DataVersion, MaterializeResult, Metad
 from themis_dagster.assets import checks
 from themis_dagster.assets.answering import answer_requests
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, evaluation_asset
-from themis_dagster.assets.stage import preview, read_upstream, replace_stage, task_metadata
+from themis_dagster.assets.stage import (
+    generation_metadata,
+    preview,
+    read_generation,
+    read_upstream,
+    replace_stage,
+    task_metadata,
+)
 from themis_dagster.concurrency import ENGINE_POOL
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fingerprint import model_fingerprint
@@ -42,7 +49,9 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     items = task.module.load_items({name: f.path for name, f in files.items()}, task.params)
     combined_sha = "+".join(f.sha256 for f in files.values())
     with warehouse.connect() as conn:
-        frame = replace_stage(conn, "task_items", key, items, dataset_sha256=combined_sha)
+        frame, written = replace_stage(
+            conn, "task_items", key, items, run_id=context.run_id, dataset_sha256=combined_sha
+        )
     return MaterializeResult(
         metadata={
             **task_metadata(task),
@@ -62,6 +71,7 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
             ),
             "dataset_sha256": combined_sha,
             "license": task.spec.license_note,
+            **generation_metadata(written),
             "preview": preview(frame.select("item_id", "subset", "fields")),
         },
         data_version=DataVersion(combined_sha[:64]),
@@ -78,9 +88,10 @@ def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, wareh
     task = themis.task(key.task)
     with warehouse.connect() as conn:
         items = read_upstream(conn, "task_items", key, Item)
+        upstream = read_generation(conn, "task_items", key)
     requests = task.module.build_requests(items, task.params, task.templates)
     with warehouse.connect() as conn:
-        frame = replace_stage(conn, "prompts", key, requests)
+        frame, written = replace_stage(conn, "prompts", key, requests, run_id=context.run_id, upstream=upstream)
     template_hashes = {name: task.template_sha256(name) for name in task.templates}
     return MaterializeResult(
         check_results=[checks.every_item_has_requests({i.item_id for i in items}, {r.item_id for r in requests})],
@@ -92,6 +103,7 @@ def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, wareh
             "template_sha256": MetadataValue.json(template_hashes),
             "generation_params": MetadataValue.json(task.params.generation.model_dump(mode="json")),
             "preview": preview(frame.select("request_id", "context", "continuation", "prompt", "template")),
+            **generation_metadata(written),
         },
     )
 
@@ -114,6 +126,7 @@ def raw_responses(
     task = themis.task(key.task)
     with warehouse.connect() as conn:
         requests = read_upstream(conn, "prompts", key, Request)
+        upstream = read_generation(conn, "prompts", key)
     weights = themis.weights(spec)
     identity = engine.output_identity()
     started = time.perf_counter()
@@ -143,7 +156,8 @@ def raw_responses(
     now = datetime.now(UTC).replace(tzinfo=None)
     run_row = {"model": key.model, "task": key.task, "run_id": context.run_id, "materialized_at": now}
     with warehouse.connect() as conn:
-        rows = replace_stage(conn, "responses", key, answers).height
+        frame, written = replace_stage(conn, "responses", key, answers, run_id=context.run_id, upstream=upstream)
+        rows = frame.height
         append_rows(conn, "evaluation_runs", rows_frame("evaluation_runs", [run_row | {"config": run_config}]))
     if stats.errors == len(answers) and answers:
         raise RuntimeError(f"every request failed for {key}: {answers[0].error}")
@@ -181,6 +195,7 @@ def raw_responses(
             "requests_sent": answering.sent,
             "chunks_committed": answering.chunks,
             "request_cache": "on" if themis.request_cache else "off",
+            **generation_metadata(written),
         },
     )
 
@@ -219,12 +234,13 @@ def judgments(
         items = read_upstream(conn, "task_items", key, Item)
         requests = read_upstream(conn, "prompts", key, Request, required=False)
         responses = read_upstream(conn, "responses", key, Response)
+        upstream = read_generation(conn, "responses", key)
     judged = task.module.judge(items, requests, responses, task.params)
     second_opinions = 0
     if task.second_opinion is not None and task.judge_model:
         judged, second_opinions = _second_opinion(themis, engine, task, judged)
     with warehouse.connect() as conn:
-        frame = replace_stage(conn, "judgments", key, judged)
+        frame, written = replace_stage(conn, "judgments", key, judged, run_id=context.run_id, upstream=upstream)
     rows = frame.height
     parsed = sum(1 for judgment in judged if judgment.parsed)
     outcomes = frame.group_by("outcome").len().sort("outcome")
@@ -240,6 +256,7 @@ def judgments(
             "outcomes": MetadataValue.json(
                 dict(zip(outcomes["outcome"].to_list(), outcomes["len"].to_list(), strict=True))
             ),
+            **generation_metadata(written),
         },
     )
 
@@ -257,10 +274,13 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     task = themis.task(key.task)
     with warehouse.connect() as conn:
         judged = read_upstream(conn, "judgments", key, Judgment)
+        upstream = read_generation(conn, "judgments", key)
     values = task.module.compute_metrics(judged, task.params)
     now = datetime.now(UTC).replace(tzinfo=None)
     with warehouse.connect() as conn:
-        frame = replace_stage(conn, "metric_values", key, values, materialized_at=now, run_id=context.run_id)
+        frame, written = replace_stage(
+            conn, "metric_values", key, values, run_id=context.run_id, upstream=upstream, materialized_at=now
+        )
         append_rows(conn, "metric_history", frame)
     headline = frame.filter(pl.col("subset").is_null()).select("metric", "value", "ci_low", "ci_high", "n")
     declared = [metric.name for metric in task.spec.metrics if metric.headline]
@@ -270,6 +290,7 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
             **task_metadata(task),
             ROW_COUNT: frame.height,
             "headline": preview(headline, rows=20),
+            **generation_metadata(written),
             **{
                 f"metric/{row['metric']}": float(row["value"])
                 for row in headline.iter_rows(named=True)

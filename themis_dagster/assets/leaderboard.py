@@ -39,7 +39,7 @@ def rank_models(headline: pl.DataFrame, ideals: pl.DataFrame, at: datetime) -> p
 def leaderboard(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
     with warehouse.connect() as conn:
         headline = conn.execute(
-            "SELECT model, task, metric, value, ci_low, ci_high, n FROM metric_values "
+            "SELECT model, task, metric, value, ci_low, ci_high, n FROM metrics "
             "WHERE subset IS NULL AND value IS NOT NULL"
         ).pl()
     board = rank_models(headline, metric_ideals(themis), datetime.now(UTC).replace(tzinfo=None))

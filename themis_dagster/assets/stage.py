@@ -6,7 +6,7 @@ replaces its partition's rows in one transaction; these helpers say that once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import duckdb
 import polars as pl
@@ -15,8 +15,10 @@ from dagster import MetadataValue
 from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.provenance import code_version
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.warehouse import read_partition, replace_partition
+from themis_dagster.warehouse import Write, generations, partition_scope, read_partition, replace_rows
 from themis_dagster.warehouse.frames import from_frame, to_frame
+from themis_dagster.warehouse.generations import Materialization
+from themis_dagster.warehouse.tables import declared
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -43,17 +45,40 @@ def read_upstream(
     return from_frame(table, frame, record_type)
 
 
+def read_generation(conn: duckdb.DuckDBPyConnection, table: str, key: EvaluationPartition) -> Materialization | None:
+    """The materialization of ``table`` the partition holds: read it beside the rows, record it with what they give."""
+    return generations.current(conn, table, key.model, key.task)
+
+
+class StageWrite(NamedTuple):
+    """What a stage wrote: its rows, and the materialization (and generation) they are."""
+
+    frame: pl.DataFrame
+    materialization: Materialization
+
+
 def replace_stage(
     conn: duckdb.DuckDBPyConnection,
     table: str,
     key: EvaluationPartition,
     records: list[Any],
+    *,
+    run_id: str,
+    upstream: Materialization | None = None,
     **constants: Any,
-) -> pl.DataFrame:
-    """Replace the partition's rows of ``table`` with ``records`` (one transaction); returns what was written."""
+) -> StageWrite:
+    """Replace the partition's rows of ``table`` with ``records`` and record their materialization, in one transaction.
+
+    ``upstream`` is the upstream stage's materialization as read beside its rows
+    (``read_generation``), so ``partition_status`` can tell whether this stage still matches it.
+    """
+    if "run_id" in declared(table).column_names:
+        constants["run_id"] = run_id
     frame = to_frame(table, records, model=key.model, task=key.task, **constants)
-    replace_partition(conn, table, frame, key.model, key.task)
-    return frame
+    written, lineage = generations.record(table, key.model, key.task, upstream, run_id)
+    scope = partition_scope(key.model, key.task)
+    replace_rows(conn, [Write(table, frame, scope), Write("stage_generations", lineage, scope | {"stage": table})])
+    return StageWrite(frame, written)
 
 
 def task_metadata(task: LoadedTask) -> dict[str, Any]:
@@ -65,6 +90,11 @@ def task_metadata(task: LoadedTask) -> dict[str, Any]:
         "seed": task.params.seed,
         "code_version": code_version(),
     }
+
+
+def generation_metadata(written: Materialization) -> dict[str, str]:
+    """The ids a materialization shows in the UI: find its rows with ``stage_generations``."""
+    return {"materialization": written.materialization, "generation": written.generation}
 
 
 def preview(frame: pl.DataFrame, rows: int = 5) -> MetadataValue:

@@ -16,7 +16,7 @@ from themis_dagster.partitions import evaluation_key
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.registry.models import ImportedSource, ModelSpec, load_registry
 from themis_dagster.settings import Settings
-from themis_dagster.warehouse import replace_partition
+from themis_dagster.warehouse import Write, generations, replace_rows
 from themis_dagster.warehouse.frames import to_frame
 
 
@@ -54,12 +54,18 @@ def store_imported(
         for r in imported.responses
     ]
     partition = {"model": model, "task": task}
-    items = to_frame("task_items", imported.items, **partition, dataset_sha256=dataset_sha256)
-    return {
-        "task_items": replace_partition(conn, "task_items", items, model, task),
-        "prompts": replace_partition(conn, "prompts", to_frame("prompts", imported.requests, **partition), model, task),
-        "responses": replace_partition(conn, "responses", to_frame("responses", responses, **partition), model, task),
+    frames = {
+        "task_items": to_frame("task_items", imported.items, **partition, dataset_sha256=dataset_sha256),
+        "prompts": to_frame("prompts", imported.requests, **partition),
+        "responses": to_frame("responses", responses, **partition),
     }
+    # one transaction for the three stages and their lineage: one new generation, whole or not at all
+    writes, upstream = [], None
+    for table, frame in frames.items():
+        upstream, lineage = generations.record(table, model, task, upstream, run_id="import")
+        writes += [Write(table, frame, partition), Write("stage_generations", lineage, partition | {"stage": table})]
+    replace_rows(conn, writes)
+    return {table: frame.height for table, frame in frames.items()}
 
 
 def record_import(

@@ -140,7 +140,7 @@ def dig(config: Mapping[str, Any], *keys: str) -> Any:
 
 def known_models(conn: duckdb.DuckDBPyConnection) -> list[str]:
     """Every model with metrics now or in the past."""
-    rows = _rows(conn, "SELECT DISTINCT model FROM metric_values")
+    rows = _rows(conn, "SELECT DISTINCT model FROM metrics")
     rows += _rows(conn, "SELECT DISTINCT model FROM metric_history")
     return sorted({str(row["model"]) for row in rows})
 
@@ -251,14 +251,14 @@ def load_report_data(
     headline = _metric_rows(
         _rows(
             conn,
-            f"SELECT {_METRIC_COLUMNS} FROM metric_values WHERE model = ? AND subset IS NULL ORDER BY task, metric",  # noqa: S608
+            f"SELECT {_METRIC_COLUMNS} FROM metrics WHERE model = ? AND subset IS NULL ORDER BY task, metric",  # noqa: S608
             [model],
         )
     )
     subsets = _metric_rows(
         _rows(
             conn,
-            f"SELECT {_METRIC_COLUMNS} FROM metric_values WHERE model = ? AND subset IS NOT NULL "  # noqa: S608
+            f"SELECT {_METRIC_COLUMNS} FROM metrics WHERE model = ? AND subset IS NOT NULL "  # noqa: S608
             "ORDER BY task, metric, subset",
             [model],
         )
@@ -266,7 +266,7 @@ def load_report_data(
     all_headline = _metric_rows(
         _rows(
             conn,
-            f"SELECT {_METRIC_COLUMNS} FROM metric_values WHERE subset IS NULL ORDER BY task, metric, model",  # noqa: S608
+            f"SELECT {_METRIC_COLUMNS} FROM metrics WHERE subset IS NULL ORDER BY task, metric, model",  # noqa: S608
         )
     )
     history = _metric_rows(

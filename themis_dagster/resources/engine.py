@@ -114,6 +114,11 @@ class FakeEngineResource(EngineResource):
     reply: str = "1"
     latency_s: float = 0.0  # seconds each engine call takes (simulates an accelerator's batch time)
 
+    @classmethod
+    def from_settings(cls, settings: Settings, keep_warm: bool = False) -> Self:
+        """A deployment's fake engine takes ``THEMIS_FAKE_ENGINE_LATENCY_S`` per call (fault and scale tests)."""
+        return cls(keep_warm=keep_warm, latency_s=settings.fake_engine_latency_s)
+
     def output_identity(self) -> dict[str, str]:
         return super().output_identity() | {"reply": self.reply}
 

@@ -43,7 +43,7 @@ class WarehouseResource(DuckDBResource):
         """
         self._checked = False
         if context.instance is not None and context.run_id is not None:
-            context.instance.add_run_tags(context.run_id, owner_tags())
+            context.instance.add_run_tags(context.run_id, owner_tags(context.run_id))
 
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:

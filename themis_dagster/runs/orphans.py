@@ -32,7 +32,7 @@ def fail_dead_runs(instance: DagsterInstance) -> list[str]:
     failed = []
     filters = RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: socket.gethostname()})
     for run in instance.get_runs(filters):
-        if owner_liveness(run.tags) != "gone":
+        if owner_liveness(run.tags, run.run_id) != "gone":
             continue
         current = instance.get_run_by_id(run.run_id)  # it may have finished since the query
         if current is None or current.is_finished:

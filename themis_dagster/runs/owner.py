@@ -18,6 +18,9 @@ from typing import Literal
 HOST_TAG = "themis/host"
 PID_TAG = "themis/pid"
 START_TAG = "themis/pid_start"  # "<boot id>:<start time in clock ticks since boot>"
+# The run the owner tags were written for: Dagster copies a run's tags to its retries and
+# re-executions, which are not owned by the dead process until their own worker tags them.
+RUN_TAG = "themis/owner_of"
 
 Liveness = Literal["alive", "gone", "unknown"]
 
@@ -44,14 +47,20 @@ def process_start(pid: int) -> str:
     return f"{_boot_id()}:{fields[19]}" if fields else ""
 
 
-def owner_tags() -> dict[str, str]:
-    """Run tags naming this process as the run's owner."""
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()), START_TAG: process_start(os.getpid())}
+def owner_tags(run_id: str) -> dict[str, str]:
+    """Run tags naming this process as the owner of run ``run_id``."""
+    pid = os.getpid()
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), START_TAG: process_start(pid), RUN_TAG: run_id}
 
 
-def owner_liveness(tags: Mapping[str, str]) -> Liveness:
-    """Whether the process named by a run's owner tags still runs; "unknown" for another host or no tags."""
+def owner_liveness(tags: Mapping[str, str], run_id: str | None = None) -> Liveness:
+    """Whether the process named by run ``run_id``'s owner tags still runs.
+
+    "unknown" for another host, no tags, or tags written for another run (copied to a retry).
+    """
     if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
+        return "unknown"
+    if run_id is not None and tags.get(RUN_TAG, run_id) != run_id:
         return "unknown"
     pid = int(tags[PID_TAG])
     if not Path("/proc/self/stat").exists():  # no /proc (not Linux): existence only, reuse undetected

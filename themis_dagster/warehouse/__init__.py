@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 import polars as pl
@@ -64,43 +66,70 @@ def _rollback(conn: duckdb.DuckDBPyConnection) -> None:
         conn.execute("ROLLBACK")
 
 
-def _replace_rows(
-    conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame, partition: tuple[str, str] | None = None
-) -> int:
-    """In one transaction, delete the (model, task) ``partition``'s rows (None: all rows) and insert ``frame``.
-
-    Any exception rolls the whole replacement back, so the old rows stay.
-    """
-    delete = f"DELETE FROM {quote(table)}"  # noqa: S608 - a declared name
-    if partition is not None:
-        delete += " WHERE model = ? AND task = ?"
+@contextlib.contextmanager
+def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One transaction around the block: committed when it ends, rolled back on any exception."""
     conn.execute("BEGIN TRANSACTION")
     try:
-        conn.execute(delete, list(partition or ()))
-        _insert(conn, table, frame)
+        yield
         conn.execute("COMMIT")
     except BaseException:
         _rollback(conn)
         raise
-    return frame.height
+
+
+class Write(NamedTuple):
+    """Rows that replace every row of ``table`` matching ``scope`` (column -> value; empty: the whole table)."""
+
+    table: str
+    frame: pl.DataFrame
+    scope: Mapping[str, str]
+
+
+def _delete_insert(conn: duckdb.DuckDBPyConnection, write: Write) -> None:
+    """Delete the rows ``write.scope`` names and insert ``write.frame``, in the caller's transaction."""
+    delete = f"DELETE FROM {quote(write.table)}"  # noqa: S608 - a declared name
+    if write.scope:
+        delete += " WHERE " + " AND ".join(f"{quote(column)} = ?" for column in write.scope)
+    conn.execute(delete, list(write.scope.values()))
+    _insert(conn, write.table, write.frame)
+
+
+def replace_rows(conn: duckdb.DuckDBPyConnection, writes: Sequence[Write]) -> int:
+    """Apply every write in one transaction; returns the rows inserted.
+
+    A stage's rows and the record of which materialization they are (``stage_generations``)
+    are never seen apart. Every row of a frame must lie inside its scope, so a re-run can
+    never leave duplicates or touch another partition. Any exception rolls everything back,
+    so the old rows stay.
+    """
+    for write in writes:
+        declaration = _check_frame(write.table, write.frame)
+        for column, value in write.scope.items():
+            if column not in declaration.column_names:
+                raise KeyError(f"{write.table} has no column {column!r}")
+            if write.frame.height and not write.frame.filter(pl.col(column) != value).is_empty():
+                scope = "|".join(write.scope.values())
+                raise ValueError(f"{write.table}: frame holds rows outside partition {scope}")
+    with transaction(conn):
+        for write in writes:
+            _delete_insert(conn, write)
+    return sum(write.frame.height for write in writes)
+
+
+def partition_scope(model: str, task: str) -> dict[str, str]:
+    """The scope of one (model, task) partition's rows."""
+    return {"model": model, "task": task}
 
 
 def replace_partition(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame, model: str, task: str) -> int:
-    """Atomically replace the rows of (model, task) in ``table`` with ``frame``; returns the row count.
-
-    Every row of the frame must belong to the partition, so a re-run can never leave
-    duplicates or touch another partition.
-    """
-    _check_frame(table, frame)
-    if frame.height and not frame.filter((pl.col("model") != model) | (pl.col("task") != task)).is_empty():
-        raise ValueError(f"{table}: frame holds rows outside partition {model}|{task}")
-    return _replace_rows(conn, table, frame, (model, task))
+    """Atomically replace the rows of (model, task) in ``table`` with ``frame``; returns the row count."""
+    return replace_rows(conn, [Write(table, frame, partition_scope(model, task))])
 
 
 def replace_table(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> int:
     """Replace a whole (unpartitioned) table's contents in one transaction."""
-    _check_frame(table, frame)
-    return _replace_rows(conn, table, frame)
+    return replace_rows(conn, [Write(table, frame, {})])
 
 
 def append_rows(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> int:
@@ -122,18 +151,13 @@ def append_new(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame,
     fresh = frame.unique(subset=[key], keep="first", maintain_order=True)
     conn.register("themis_frame", fresh.select(declaration.column_names).to_arrow())
     try:
-        conn.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(conn):
             before = conn.execute(f"SELECT count(*) FROM {quote(table)}").fetchone()  # noqa: S608 - declared names
             conn.execute(
                 f"INSERT INTO {quote(table)} ({names}) SELECT {names} FROM themis_frame "  # noqa: S608
                 f"WHERE {quote(key)} NOT IN (SELECT {quote(key)} FROM {quote(table)})"
             )
             after = conn.execute(f"SELECT count(*) FROM {quote(table)}").fetchone()  # noqa: S608
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
     finally:
         conn.unregister("themis_frame")
     return int(after[0] if after else 0) - int(before[0] if before else 0)

@@ -166,6 +166,14 @@ TABLES: dict[str, Table] = {table.name: table for table in (
     _partitioned("evaluation_runs", "One row per materialized evaluation: the configuration that produced it.", (
         required("run_id", TEXT), required("materialized_at", TIMESTAMP), required("config", JSON),
     )),
+    _partitioned("stage_generations", "Which materialization of each stage a partition holds, and its source.",
+                 key="stage", columns=(
+        required("stage", TEXT, "the stage's table: task_items, prompts, responses, judgments, metric_values"),
+        required("materialization", TEXT, "this write's id, new on every materialization of the stage"),
+        Column("upstream_materialization", TEXT, "the upstream stage's materialization it was computed from"),
+        required("generation", TEXT, "the partition's generation: the task_items materialization it descends from"),
+        required("run_id", TEXT), required("written_at", TIMESTAMP),
+    )),
     Table("leaderboard", (
         _TASK, required("metric", TEXT), required("rank", INTEGER), _MODEL,
         Column("value", DOUBLE), Column("ci_low", DOUBLE), Column("ci_high", DOUBLE), required("n", INTEGER),
