@@ -63,6 +63,8 @@ def sign_flip_permutation(
     d = d[d != 0]
     if d.size == 0:
         return TestResult(1.0, 0, True)
+    if d.size == 1:  # both sign patterns are as extreme as the observed one
+        return TestResult(1.0, 2, True)
     exact = d.size <= EXACT_PERMUTATION_LIMIT
     resamples = 2**d.size if exact else n_resamples
     result = stats.permutation_test(
