@@ -133,6 +133,23 @@ def test_cli_compare_same_model_twice(
     assert rows == [(0.0, 1.0)]
 
 
+def test_compare_job_launched_with_two_model_ids(chain: Chain) -> None:
+    """What the UI's launchpad runs: the compare_models job with the two ids as config."""
+    from themis_dagster.assets.comparisons import compare_models
+
+    config = {"ops": {"compare_pair": {"config": {"model": CHILD, "baseline": PARENT, "gate": True}}}}
+    result = compare_models.execute_in_process(
+        run_config=config, resources=chain.resources, instance=chain.instance, raise_on_error=False
+    )
+    assert result.success
+    run = chain.instance.get_run_by_id(result.run_id)
+    assert run is not None and run.tags[GATE_TAG] == "passed"
+    origins = chain.query(
+        "SELECT DISTINCT origin FROM comparison_results WHERE model = ? AND baseline = ?", [CHILD, PARENT]
+    )
+    assert origins == [("requested",)]  # the requested comparison replaced the lineage rows of this pair and task
+
+
 def test_bad_comparisons_are_refused(
     chain: Chain, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -189,6 +206,13 @@ def test_constructed_regression_fails_the_gate(
     assert "REGRESSED crows_pairs.pct_stereotype" in capsys.readouterr().out
     assert main(["compare", CHILD, PARENT, "--task", TASK]) == 0  # without --gate: reported, not failed
     assert main(["compare", PARENT, CHILD, "--task", TASK, "--gate"]) == 0  # the parent is the better one
+    from themis_dagster.assets.comparisons import compare_models
+
+    config = {"ops": {"compare_pair": {"config": {"model": CHILD, "baseline": PARENT, "gate": True}}}}
+    result = compare_models.execute_in_process(
+        run_config=config, resources=chain.resources, instance=chain.instance, raise_on_error=False
+    )
+    assert not result.success  # with gate: true the UI's run fails on the regression
 
 
 def _env(monkeypatch: pytest.MonkeyPatch, chain: Chain) -> None:
