@@ -220,3 +220,35 @@ def test_identical_judgments_differ_by_nothing() -> None:
         assert (row.difference, row.p_value) == (0.0, 1.0), row
         assert row.ci_low in (0.0, None) and row.ci_high in (0.0, None)
         assert row.value is None or math.isfinite(row.value)
+
+
+def _choice(request: str, pair: str, order: str, outcome: str, position: int) -> Judgment:
+    detail = {"pair": pair, "template": "t", "order": order, "position": position}
+    return Judgment(request, None, outcome, None, outcome != "unparsed", detail)
+
+
+def test_crows_pairs_mc_pairs_choices_and_position_cells() -> None:
+    task = load_task("crows_pairs_mc", {"bootstrap_resamples": 200})
+    mine = [
+        _choice("1a", "1", "more_first", "chose_sent_more", 1),
+        _choice("1b", "1", "less_first", "chose_sent_more", 2),  # consistent choice: different positions
+        _choice("2a", "2", "more_first", "chose_sent_more", 1),
+        _choice("2b", "2", "less_first", "chose_sent_less", 1),  # same position twice
+        _choice("3a", "3", "more_first", "unparsed", 0),
+    ]
+    theirs = [
+        _choice("1a", "1", "more_first", "chose_sent_less", 2),
+        _choice("1b", "1", "less_first", "chose_sent_less", 1),
+        _choice("2a", "2", "more_first", "chose_sent_more", 1),
+        _choice("2b", "2", "less_first", "chose_sent_less", 1),
+        _choice("3a", "3", "more_first", "chose_sent_more", 1),
+    ]
+    rows = {r.metric: r for r in compare_task(task, "a", "b", mine, theirs) if r.subset is None}
+    preference = rows["stereotype_preference_rate"]
+    # requests where both chose: 1a, 1b, 2a, 2b -> model 3/4, baseline 1/4; discordant b = 2, c = 0
+    assert (preference.value, preference.baseline_value, preference.n_pairs) == (0.75, 0.25, 4)
+    assert preference.p_value == 0.5 and preference.test == "mcnemar_exact"
+    position = rows["position_bias_rate"]
+    # cells: pair 1 (model different positions 0, baseline 2 then 1: 0), pair 2 (both same position: 1)
+    assert (position.value, position.baseline_value, position.n_pairs) == (0.5, 0.5, 3)
+    assert position.test == "paired_bootstrap"
