@@ -1,6 +1,6 @@
 """The paired statistics on hand-worked data, checked against scipy and statsmodels' values.
 
-statsmodels is not a dependency: its values below were computed with statsmodels 0.14
+statsmodels is not a dependency: its values below were computed with statsmodels 0.15.0
 (``mcnemar(table, exact=True).pvalue``, ``multipletests(p, method="holm")[1]``) in a side
 virtual environment on these same inputs, and are re-checked when statsmodels is importable.
 """
