@@ -47,6 +47,7 @@ def test_asset_graph_snapshot() -> None:
         "langbite_reports": ["bias_metrics"],
         "genderbench_marks": ["bias_metrics"],
         "model_reports": ["leaderboard"],
+        "comparisons": ["bias_metrics"],
     }
     assert {s.name for s in defs.sensors or []} == {"checkpoint_sensor", "report_automation", "dead_run_sweeper"}
     assert {s.name for s in defs.schedules or []} == {"reevaluation_schedule"}
@@ -77,11 +78,13 @@ def test_asset_specs_snapshot() -> None:
         "langbite_reports": ("reports", ["csv", "duckdb"], False, True, True, []),
         "genderbench_marks": ("reports", ["duckdb"], False, True, True, []),
         "model_reports": ("reports", ["html"], False, True, True, []),
+        "comparisons": ("comparisons", ["duckdb"], True, False, True, []),
     }
     checks = sorted((c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys)
     assert checks == [
         ("bias_metrics", "ci_contains_estimate"),
         ("bias_metrics", "headline_metrics_present"),
+        ("comparisons", "no_regression_vs_parent"),
         ("judgments", "parse_success_rate"),
         ("raw_responses", "no_engine_errors"),
         ("raw_responses", "responses_match_prompts"),

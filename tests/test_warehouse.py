@@ -130,6 +130,18 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("n_output_tokens", "INTEGER", False), ("finish_reason", "VARCHAR", False), ("latency_s", "DOUBLE", False),
         ("n_continuation_tokens", "INTEGER", False), ("cached_at", "TIMESTAMP", True),
     ], ()),
+    "comparison_results": ([
+        ("model", "VARCHAR", True), ("baseline", "VARCHAR", True), ("task", "VARCHAR", True),
+        ("subset", "VARCHAR", False), ("metric", "VARCHAR", True), ("value", "DOUBLE", False),
+        ("baseline_value", "DOUBLE", False), ("difference", "DOUBLE", False), ("ci_low", "DOUBLE", False),
+        ("ci_high", "DOUBLE", False), ("p_value", "DOUBLE", False), ("n_pairs", "INTEGER", True),
+        ("test", "VARCHAR", True), ("permutations", "INTEGER", False), ("origin", "VARCHAR", True),
+        ("materialized_at", "TIMESTAMP", True), ("run_id", "VARCHAR", True),
+    ], ()),
+    "comparison_gates": ([
+        ("task", "VARCHAR", True), ("metric", "VARCHAR", True), ("margin", "DOUBLE", True),
+        ("alpha", "DOUBLE", True), ("ideal", "DOUBLE", False), ("higher_is_better", "BOOLEAN", False),
+    ], ()),
 }  # fmt: skip
 
 

@@ -11,7 +11,8 @@ from themis_dagster.partitions import evaluation_partitions
 # (the multiprocess executor would build one engine per step).
 evaluate_job = define_asset_job(
     "evaluate",
-    selection=AssetSelection.assets(*evaluation_assets),
+    # the comparisons group: a new checkpoint is compared with its parent in the same run (its gate's verdict)
+    selection=AssetSelection.assets(*evaluation_assets) | AssetSelection.groups("comparisons"),
     partitions_def=evaluation_partitions,
     executor_def=in_process_executor,
     description="Evaluate one model on one task: dataset -> prompts -> responses -> judgments -> metrics.",

@@ -36,7 +36,7 @@ def model_fingerprint(spec: ModelSpec, weights: ResolvedWeights, engine: Mapping
     for them), so a model registered twice under two ids shares its answers; an API model is
     its endpoint and model name.
     """
-    declared = spec.model_dump(mode="json", exclude={"id", "description", "source", "lora"})
+    declared = spec.model_dump(mode="json", exclude={"id", "description", "source", "lora", "parent"})
     declared["engine"] = {k: v for k, v in declared["engine"].items() if k not in SPEED_ONLY_ENGINE_ARGS}
     source = spec.source.model_dump(mode="json") if isinstance(spec.source, ApiSource) else None
     return _sha256(

@@ -140,11 +140,27 @@ class ModelSpec(_Strict):
     )
     lora: LoraAdapter | None = None
     description: str = ""
+    parent: str | None = Field(
+        default=None,
+        description="The registered model this one derives from (the previous checkpoint, the base under a "
+        "LoRA adapter, the model a mitigation wraps); comparisons test each model against it.",
+    )
 
     @field_validator("id")
     @classmethod
     def _valid_id(cls, value: str) -> str:
         return validate_model_id(value)
+
+    @field_validator("parent")
+    @classmethod
+    def _valid_parent(cls, value: str | None) -> str | None:
+        return None if value is None else validate_model_id(value)
+
+    @model_validator(mode="after")
+    def _not_own_parent(self) -> ModelSpec:
+        if self.parent == self.id:
+            raise ValueError(f"parent: model {self.id!r} cannot be its own parent")
+        return self
 
 
 class ModelsFile(_Strict):
@@ -204,7 +220,36 @@ def load_registry(models_file: Path, discovered_file: Path | None = None) -> dic
         if clash:
             raise ConfigError(f"{discovered_file}: ids already declared in {models_file}: {', '.join(clash)}")
         models |= discovered
+    check_lineage(models, f"{models_file}" + (f" + {discovered_file}" if discovered_file is not None else ""))
     return models
+
+
+def check_lineage(models: dict[str, ModelSpec], origin: str = "<models>") -> None:
+    """Every ``parent`` names a registered model and no chain of parents loops; ConfigError names the field.
+
+    Checked on the merged registry (a discovered checkpoint's parent may be declared by hand).
+    """
+    for spec in models.values():
+        if spec.parent is not None and spec.parent not in models:
+            known = ", ".join(sorted(models))
+            raise ConfigError(f"{origin}: {spec.id}.parent: unknown model {spec.parent!r}; registered: {known}")
+    for spec in models.values():
+        chain = [spec.id]
+        current = spec.parent
+        while current is not None:
+            if current in chain:
+                loop = " -> ".join([*chain[chain.index(current) :], current])
+                raise ConfigError(f"{origin}: {spec.id}.parent: cycle of parents {loop}")
+            chain.append(current)
+            current = models[current].parent
+
+
+def lineage(models: dict[str, ModelSpec], model_id: str) -> list[str]:
+    """``model_id`` followed by its parent, grandparent, ... (the registry is checked to have no cycles)."""
+    chain = [model_id]
+    while (parent := models[chain[-1]].parent) is not None:
+        chain.append(parent)
+    return chain
 
 
 def get_model(models: dict[str, ModelSpec], model_id: str) -> ModelSpec:

@@ -21,6 +21,10 @@ chosen id is written to the discovered-models file, so a folder keeps it for goo
 folders and names ending in ``.partial``/``.tmp``/``.incomplete`` are ignored (copies in
 progress). Only safetensors weights are validated; ``.bin``/``.pt`` pickles are not opened.
 Run keys are ``model|task|weights_sha256``: a lost cursor re-requests runs Dagster dedupes.
+
+Lineage: a new checkpoint's ``parent`` is the previous checkpoint of its family by training
+step (``with_parents``), so its ``evaluate`` runs also compare it with that parent (the
+``comparisons`` asset) and carry the gate's verdict as the ``themis/gate`` tag.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from themis_dagster.registry.discovered import (
 )
 from themis_dagster.registry.models import ConfigError, ModelSpec, load_models
 from themis_dagster.registry.weights import WEIGHT_SUFFIXES, weights_fingerprint
+from themis_dagster.reports.family import split_checkpoint
 from themis_dagster.resources.config import ThemisConfig
 from themis_dagster.tasks.loader import task_names, tasks_with_local_data
 
@@ -316,6 +321,30 @@ def scan_checkpoints(
 # --- from decisions to Dagster requests ----------------------------------------------------
 
 
+def with_parents(new: Iterable[ModelSpec], registered: Iterable[str]) -> list[ModelSpec]:
+    """Each new checkpoint with its parent: the previous checkpoint of its family by training step.
+
+    A family is the ids sharing the prefix before a trailing step (``reports/family.py``);
+    the parent is the member, registered before or in this tick, with the largest step below
+    the new one's. A checkpoint without a step, or the first of its family, has no parent. A
+    spec that already names a parent keeps it.
+    """
+    fresh = list(new)
+    steps: dict[str, list[tuple[int, str]]] = {}
+    for model_id in {*registered, *(spec.id for spec in fresh)}:
+        prefix, step = split_checkpoint(model_id)
+        if step is not None:
+            steps.setdefault(prefix, []).append((step, model_id))
+    linked = []
+    for spec in fresh:
+        prefix, step = split_checkpoint(spec.id)
+        earlier = [member for member in steps.get(prefix, []) if step is not None and member[0] < step]
+        if spec.parent is None and earlier:
+            spec = spec.model_copy(update={"parent": max(earlier)[1]})
+        linked.append(spec)
+    return linked
+
+
 def checkpoint_run_key(model_id: str, task: str, fingerprint: str) -> str:
     """Deterministic: the same weights on the same task are launched once per sensor, ever."""
     return f"{model_id}|{task}|{fingerprint}"
@@ -379,6 +408,7 @@ def evaluate_checkpoints(
         max_new=watch.max_new_per_tick,
     )
     new_specs = [decision.spec for decision in scan.by_action("new", "changed") if decision.spec is not None]
+    new_specs = with_parents(new_specs, [*declared, *discovered])
     if new_specs:
         discovered = add_discovered(discovered_file, new_specs)
     for decision in scan.by_action("broken"):
@@ -390,6 +420,13 @@ def evaluate_checkpoints(
     wanted = [*declared, *(model_id for model_id in discovered if model_id not in declared)]
     to_add = [model_id for model_id in wanted if model_id not in existing]
     runs = run_requests_for(scan.by_action("new", "changed"), tasks)
+    parents = {model_id: spec.parent for model_id, spec in discovered.items() if spec.parent}
+    runs = [
+        run.with_replaced_attrs(tags={**run.tags, "themis/parent": parents[model]})
+        if (model := _run_model(run)) in parents
+        else run
+        for run in runs
+    ]
     if watch.evaluate_declared_models:
         fresh_declared = [model_id for model_id in declared if model_id not in existing]
         runs += [
@@ -412,6 +449,11 @@ def evaluate_checkpoints(
         dynamic_partitions_requests=[models_partitions.build_add_request(to_add)] if to_add else [],
         cursor=cursor,
     )
+
+
+def _run_model(run: RunRequest) -> str | None:
+    key = run.partition_key
+    return key.keys_by_dimension["model"] if isinstance(key, MultiPartitionKey) else None
 
 
 def build_checkpoint_sensor(

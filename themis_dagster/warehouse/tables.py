@@ -213,6 +213,38 @@ def _request_cache(responses: Table) -> Table:
 
 TABLES["request_cache"] = _request_cache(TABLES["responses"])
 
+# Paired comparisons (themis_dagster/comparisons): one row per (model, baseline, task, subset,
+# metric), replaced per (model, baseline, task); the ``comparisons`` view adds Holm's p_adjusted.
+TABLES["comparison_results"] = Table(
+    "comparison_results",
+    (
+        _MODEL,
+        required("baseline", TEXT, "the model compared against (the parent, or the one asked for)"),
+        _TASK,
+        Column("subset", TEXT, "NULL: the task's headline value"),
+        required("metric", TEXT),
+        Column("value", DOUBLE, "the model's metric on the paired items"),
+        Column("baseline_value", DOUBLE),
+        Column("difference", DOUBLE, "value - baseline_value"),
+        Column("ci_low", DOUBLE, "paired-bootstrap CI of the difference"),
+        Column("ci_high", DOUBLE),
+        Column("p_value", DOUBLE, "two-sided, before Holm"),
+        required("n_pairs", INTEGER, "items both models have"),
+        required("test", TEXT, "mcnemar_exact | sign_flip_permutation | paired_bootstrap"),
+        Column("permutations", INTEGER, "sign patterns (exact: all 2^n) or bootstrap resamples used"),
+        required("origin", TEXT, "parent: the model's lineage; requested: themis compare or the compare job"),
+        required("materialized_at", TIMESTAMP),
+        required("run_id", TEXT),
+    ),
+    comment="Paired comparisons of two models on the same items, before the battery's Holm adjustment.",
+)
+TABLES["comparison_gates"] = Table("comparison_gates", (
+    _TASK, required("metric", TEXT), required("margin", DOUBLE, "how far from the ideal counts"),
+    required("alpha", DOUBLE, "family-wise level, on Holm's p_adjusted"),
+    Column("ideal", DOUBLE, "the metric's unbiased value (NULL: direction from higher_is_better)"),
+    Column("higher_is_better", BOOLEAN),
+), comment="The regression gates of data/gates.yaml, as last loaded.")  # fmt: skip
+
 
 def declared(name: str) -> Table:
     """The declared table called ``name``; KeyError for anything else (names reach SQL only from here)."""

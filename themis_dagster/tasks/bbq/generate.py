@@ -13,11 +13,11 @@ from pydantic import Field
 from themis_dagster.tasks.bbq.answer_parser import LETTERS, parse_answer
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
 from themis_dagster.tasks.bbq.judging import answered, unanswered
-from themis_dagster.tasks.bbq.metrics import compute_metrics
+from themis_dagster.tasks.bbq.metrics import PAIRED_METRICS, compute_metrics
 from themis_dagster.tasks.bbq.rendering import render, sha256, template_text
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
-__all__ = ["Params", "build_requests", "compute_metrics", "judge", "load_items"]
+__all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
 
 
 class Params(BBQParams):

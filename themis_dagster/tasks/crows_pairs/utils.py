@@ -20,6 +20,7 @@ from typing import Literal
 
 import polars as pl
 
+from themis_dagster.comparisons.measures import Binary, Continuous
 from themis_dagster.tasks.scoring import metric_by_subset
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
@@ -104,3 +105,11 @@ def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricVal
     return metric_by_subset("pct_stereotype", parsed, lambda j: j.score, params) + metric_by_subset(
         "likelihood_diff", parsed, lambda j: j.detail["likelihood_diff"], params
     )
+
+
+# Paired comparisons (themis_dagster/comparisons): pct_stereotype is a mean of per-pair 0/1
+# preferences (exact McNemar), likelihood_diff a mean of per-pair nat gaps (sign-flip test).
+PAIRED_METRICS = {
+    "pct_stereotype": Binary(lambda j: j.score if j.parsed else None),
+    "likelihood_diff": Continuous(lambda j: float(j.detail["likelihood_diff"]) if j.parsed else None),
+}

@@ -141,3 +141,6 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
     """Stereotype preference, position bias, first-position, unparsed and refusal rates (``metrics.py``)."""
     return metrics.compute(judgments, params)
+
+
+PAIRED_METRICS = metrics.PAIRED_METRICS  # what paired comparisons test (metrics.py)

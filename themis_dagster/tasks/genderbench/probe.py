@@ -18,13 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from themis_dagster.comparisons.measures import PairedMeasure, Ratio
 from themis_dagster.tasks.genderbench.core import (
     Calculator,
     Evaluate,
     GenderBenchParams,
+    ProbeItem,
     build_chat_requests,
     compute_probe_metrics,
+    filter_undetected,
     judge_attempts,
+    probe_items,
 )
 from themis_dagster.tasks.genderbench.marks import MarkDefinition
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
@@ -61,3 +65,37 @@ class Probe:
 
     def compute_metrics(self, judgments: list[Judgment], params: Any) -> list[MetricValue]:
         return compute_probe_metrics(judgments, params, self.metric_calculator, self.marks)
+
+    @property
+    def PAIRED_METRICS(self) -> CalculatorMeasures:
+        """Every calculator metric is a ratio over probe items: compared by a paired bootstrap of the calculator."""
+        return CalculatorMeasures(self.metric_calculator)
+
+
+def _probe_unit(judgment: Judgment) -> str:
+    return str(judgment.detail.get("item", judgment.item_id))
+
+
+def _finite_or_none(value: Any) -> float | None:
+    return None if value is None or value != value else float(value)  # NaN != NaN
+
+
+@dataclass(frozen=True)
+class CalculatorMeasures:
+    """A probe's metrics for paired comparisons: the calculator on resampled probe items (marks are not compared).
+
+    A resample of probe items, the same for both models, goes through GenderBench's own
+    calculator (with ``filter_undetected``), exactly as ``compute_probe_metrics`` bootstraps one model.
+    """
+
+    calculator: Calculator
+
+    def get(self, metric: str) -> PairedMeasure | None:
+        if metric.endswith("_mark"):
+            return None
+        calculate = filter_undetected(self.calculator)
+
+        def statistic(items: list[ProbeItem]) -> float | None:
+            return _finite_or_none(calculate(items).get(metric)) if items else None
+
+        return Ratio(prepare=lambda judgments: probe_items(judgments)[0], statistic=statistic, unit=_probe_unit)

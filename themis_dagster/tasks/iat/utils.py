@@ -18,6 +18,7 @@ import jinja2
 import numpy as np
 from pydantic import Field, field_validator
 
+from themis_dagster.comparisons.measures import Binary, Continuous
 from themis_dagster.exchange import GenerationParams
 from themis_dagster.tasks.iat.aggregate import iat_metrics
 from themis_dagster.tasks.iat.dscore import association_counts, d_score
@@ -222,3 +223,11 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
     """Mean D (bootstrap CI), permutation p-value, parse rate and outcome shares; see ``aggregate``."""
     return iat_metrics(judgments, params)
+
+
+# Paired comparisons (themis_dagster/comparisons): the mean D over iterations is compared
+# by a sign-flip test on per-iteration D; the parse rate's per-iteration 0/1 by exact McNemar.
+PAIRED_METRICS = {
+    "d_score": Continuous(lambda j: float(j.score) if j.parsed and j.score is not None else None),
+    "parse_success_rate": Binary(lambda j: 1.0 if j.parsed else 0.0),
+}

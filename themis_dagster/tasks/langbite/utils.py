@@ -28,12 +28,13 @@ import jinja2
 import yaml
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from themis_dagster.comparisons.measures import Ratio, mean_of, single
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.langbite import oracles, second_opinion
 from themis_dagster.tasks.langbite.library import Domain, SelectionScope, instantiate, load_library, select_templates
 from themis_dagster.tasks.langbite.scenario import TestScenario, load_scenario
-from themis_dagster.tasks.langbite.verdicts import metric_rows, requirement_key
+from themis_dagster.tasks.langbite.verdicts import evaluation_of, metric_rows, requirement_key
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 
@@ -311,3 +312,10 @@ SECOND_OPINION = JudgeSecondOpinion()
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
     """pass_rate (headline), error_rate and verdict rows, overall / per requirement / per slice."""
     return metric_rows(judgments, params.scenario_model, params)
+
+
+_PASS = {"Passed": 1.0, "Failed": 0.0}
+
+# Paired comparisons (themis_dagster/comparisons): pass_rate = passed / (passed + failed) over
+# templates, a ratio (errors count in neither), compared by a paired bootstrap.
+PAIRED_METRICS = {"pass_rate": Ratio(single(lambda j: _PASS.get(evaluation_of(j))), mean_of)}
