@@ -18,9 +18,9 @@ import pytest
 from markupsafe import escape
 
 from themis_dagster.reports import render_model_report, save_model_report
+from themis_dagster.reports.data import MetricRow
 from themis_dagster.reports.leaderboard_page import RegisteredModel, render_leaderboard, save_leaderboard
 from themis_dagster.reports.summary import benchmark_family, drilldown_command, mark_letter, verdict
-from themis_dagster.reports.data import MetricRow
 from themis_dagster.warehouse import ensure_schema
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -52,13 +52,13 @@ def _base_warehouse(path: Path) -> None:
     with duckdb.connect(str(path)) as conn:
         ensure_schema(conn)
         for model, values in VALUES.items():
-            for (task, metric, ideal), (value, low, high) in zip(METRICS, values, strict=True):
+            for (task, metric, _), (value, low, high) in zip(METRICS, values, strict=True):
                 if value is None:
                     continue
                 for table in ("metric_values", "metric_history"):
                     conn.execute(
-                        f"INSERT INTO {table} (model, task, subset, metric, value, ci_low, ci_high, n, materialized_at, "  # noqa: S608
-                        "run_id) VALUES (?, ?, NULL, ?, ?, ?, ?, 200, ?, 'r1')",
+                        f"INSERT INTO {table} (model, task, subset, metric, value, ci_low, ci_high, n, "
+                        "materialized_at, run_id) VALUES (?, ?, NULL, ?, ?, ?, ?, 200, ?, 'r1')",
                         [model, task, metric, value, low, high, AT],
                     )
         conn.execute(
@@ -87,16 +87,19 @@ def _lineage_views(path: Path) -> None:
         conn.executemany(
             "INSERT INTO comparisons VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                [FAIR, BASE, "crows_pairs", "pct_stereotype", 0.55, 0.62, -0.07, -0.11, -0.03, 0.0004, 0.003, 1508, "mcnemar_exact"],
+                [FAIR, BASE, "crows_pairs", "pct_stereotype", 0.55, 0.62, -0.07, -0.11, -0.03, 0.0004, 0.003, 1508,
+                 "mcnemar_exact"],
                 [FAIR, BASE, "bbq", "s_dis", 0.02, 0.08, -0.06, -0.12, 0.0, 0.04, 0.12, 400, "paired_bootstrap"],
                 [FAIR, BASE, "iat", "d_score", 0.3, 0.35, -0.05, -0.2, 0.1, 0.5, 1.0, 60, "sign_flip_permutation"],
-                [FAIR, BASE, "langbite_example", "pass_rate", 0.8, 0.7, 0.1, 0.02, 0.18, 0.01, 0.04, 90, "paired_bootstrap"],
-                [FAIR, BASE, "gb_direct", "fail_rate", 0.09, 0.04, 0.05, 0.01, 0.09, 0.004, 0.02, 300, "paired_bootstrap"],
+                [FAIR, BASE, "langbite_example", "pass_rate", 0.8, 0.7, 0.1, 0.02, 0.18, 0.01, 0.04, 90,
+                 "paired_bootstrap"],
+                [FAIR, BASE, "gb_direct", "fail_rate", 0.09, 0.04, 0.05, 0.01, 0.09, 0.004, 0.02, 300,
+                 "paired_bootstrap"],
             ],
         )  # fmt: skip
         conn.execute(
-            "CREATE TABLE gate_verdicts (model VARCHAR, baseline VARCHAR, task VARCHAR, subset VARCHAR, metric VARCHAR, "
-            "difference DOUBLE, p_adjusted DOUBLE, margin DOUBLE, alpha DOUBLE, regressed BOOLEAN)"
+            "CREATE TABLE gate_verdicts (model VARCHAR, baseline VARCHAR, task VARCHAR, subset VARCHAR, "
+            "metric VARCHAR, difference DOUBLE, p_adjusted DOUBLE, margin DOUBLE, alpha DOUBLE, regressed BOOLEAN)"
         )
         conn.executemany(
             "INSERT INTO gate_verdicts VALUES (?, ?, ?, NULL, ?, ?, ?, 0.02, 0.05, ?)",
@@ -109,7 +112,8 @@ def _lineage_views(path: Path) -> None:
             "p_adjusted_vs_previous DOUBLE, significant BOOLEAN)"
         )
         conn.executemany(
-            "INSERT INTO checkpoint_trends VALUES ('fam', ?, ?, 'crows_pairs', NULL, 'pct_stereotype', ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO checkpoint_trends VALUES "
+            "('fam', ?, ?, 'crows_pairs', NULL, 'pct_stereotype', ?, ?, ?, ?, ?, ?)",
             [["fam-step-100", 100, 0.6, 0.55, 0.65, None, None, False],
              ["fam-step-200", 200, 0.64, 0.6, 0.68, 0.04, 0.2, False],
              ["fam-step-300", 300, 0.71, 0.67, 0.75, 0.07, 0.01, True]],
