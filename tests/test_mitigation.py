@@ -203,3 +203,13 @@ def test_variants_never_reuse_their_parents_answers(tmp_path: Path) -> None:
     assert scores[variant(REPLY_FILTER)] == scores[DEFAULT_MODEL_ID]  # a reply filter leaves scores alone
     assert records[variant(SYSTEM_PROMPT)] == '"system_prompt"' and records[DEFAULT_MODEL_ID] is None
     # the logit bias and the instruction template run on the real engine: tests/test_mitigation_engine.py
+
+
+def test_the_openai_compatible_engine_sends_the_logit_bias() -> None:
+    from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+
+    engine = object.__new__(OpenAICompatibleEngine)  # no server: only the payload is built
+    engine.config = OpenAIEngineConfig(base_url="http://127.0.0.1:9/v1", model="toy")
+    biased = BiasedParams(**GenerationParams().model_dump(), logit_bias={42: -100.0})
+    assert engine._sampling(biased)["logit_bias"] == {"42": -100.0}  # the API's keys are token ids as strings
+    assert "logit_bias" not in engine._sampling(GenerationParams())
