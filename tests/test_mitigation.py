@@ -12,7 +12,6 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import requires_mirror, write_overrides
 from tests.mitigation_fixtures import (
     FAIR_TEXT,
-    REPLY_FILTER,
     SYSTEM_PROMPT,
     resources_with_variants,
     variant,
@@ -172,7 +171,7 @@ def test_variants_never_reuse_their_parents_answers(tmp_path: Path) -> None:
     overrides = write_overrides(tmp_path / "overrides.yaml", tasks)
     resources = resources_with_variants(warehouse, overrides)
     runs = {
-        "crows_pairs": [DEFAULT_MODEL_ID, variant(SYSTEM_PROMPT), variant(REPLY_FILTER)],
+        "crows_pairs": [DEFAULT_MODEL_ID, variant(SYSTEM_PROMPT)],
         "bbq_generate": [DEFAULT_MODEL_ID, variant(SYSTEM_PROMPT)],
     }
     models = runs["crows_pairs"]
@@ -196,12 +195,13 @@ def test_variants_never_reuse_their_parents_answers(tmp_path: Path) -> None:
             "SELECT model, list(logprob ORDER BY request_id) FROM responses WHERE task = 'crows_pairs' GROUP BY model"
         ).fetchall())  # fmt: skip
         records = dict(conn.execute(
-            "SELECT model, config->'$.model.mitigation.kind' FROM evaluation_runs WHERE task = 'crows_pairs'"
+            "SELECT model, [config->>'$.model.mitigation.kind', config->>'$.engine.settings.mitigation.stage'] "
+            "FROM evaluation_runs WHERE task = 'crows_pairs'"
         ).fetchall())  # fmt: skip
     assert FAIR_TEXT in prompts[variant(SYSTEM_PROMPT)] and FAIR_TEXT not in prompts[DEFAULT_MODEL_ID]
     assert scores[variant(SYSTEM_PROMPT)] != scores[DEFAULT_MODEL_ID]  # the context changed
-    assert scores[variant(REPLY_FILTER)] == scores[DEFAULT_MODEL_ID]  # a reply filter leaves scores alone
-    assert records[variant(SYSTEM_PROMPT)] == '"system_prompt"' and records[DEFAULT_MODEL_ID] is None
+    assert records[variant(SYSTEM_PROMPT)] == ["system_prompt", "pre-processing"]  # the spec and the engine record
+    assert records[DEFAULT_MODEL_ID] == [None, None]
     # the logit bias and the instruction template run on the real engine: tests/test_mitigation_engine.py
 
 
