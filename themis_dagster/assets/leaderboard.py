@@ -7,6 +7,8 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
 from themis_dagster.assets.evaluation import bias_metrics
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, report_asset
+from themis_dagster.mitigations import stage_of
+from themis_dagster.reports.leaderboard_page import RegisteredModel, render_leaderboard, save_leaderboard
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.tasks.loader import task_names
 from themis_dagster.warehouse import replace_table
@@ -51,5 +53,35 @@ def leaderboard(context: AssetExecutionContext, themis: ThemisConfig, warehouse:
             ROW_COUNT: rows,
             "models": board["model"].n_unique() if rows else 0,
             "leaderboard": MetadataValue.md(table.to_markdown(index=False, floatfmt=".4f") if rows else "(empty)"),
+        }
+    )
+
+
+def registered_models(themis: ThemisConfig) -> list[RegisteredModel]:
+    """Every model of the registry, with its parent and mitigation as the page shows them."""
+    models = []
+    for spec in themis.models().values():
+        mitigation = None
+        if spec.mitigation is not None:
+            mitigation = f"{stage_of(spec.mitigation)}: {spec.mitigation.kind}"
+        models.append(RegisteredModel(spec.id, spec.parent, mitigation))
+    return models
+
+
+@report_asset(
+    description="The leaderboard as an HTML page: every registered model, headline metrics per benchmark family.",
+    deps=[leaderboard],
+    kinds=["html"],
+)
+def leaderboard_page(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
+    registered = registered_models(themis)
+    with warehouse.connect() as conn:
+        page = render_leaderboard(conn, registered)
+    path = save_leaderboard(page, themis.reports_path())
+    return MaterializeResult(
+        metadata={
+            "path": MetadataValue.path(str(path)),
+            "models": len(page.models),
+            "metric_columns": page.columns,
         }
     )

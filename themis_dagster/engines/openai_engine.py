@@ -527,6 +527,8 @@ class OpenAICompatibleEngine:
             payload["seed"] = params.seed
         if params.stop:
             payload["stop"] = list(params.stop)
+        if logit_bias := getattr(params, "logit_bias", None):  # a mitigation's bias (mitigations/engine.py)
+            payload["logit_bias"] = {str(token): bias for token, bias in logit_bias.items()}
         return payload
 
     @staticmethod

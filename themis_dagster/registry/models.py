@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from themis_dagster.mitigations.spec import Mitigation
 from themis_dagster.registry.model_id import validate_model_id
 
 DEFAULT_MODEL_ID = "smollm2-135m-instruct"
@@ -145,6 +146,11 @@ class ModelSpec(_Strict):
         description="The registered model this one derives from (the previous checkpoint, the base under a "
         "LoRA adapter, the model a mitigation wraps); comparisons test each model against it.",
     )
+    mitigation: Mitigation | None = Field(
+        default=None,
+        description="A mitigation variant: ``parent`` with one bias mitigation applied (themis_dagster/mitigations/). "
+        "Its other settings must be the parent's.",
+    )
 
     @field_validator("id")
     @classmethod
@@ -162,6 +168,12 @@ class ModelSpec(_Strict):
             raise ValueError(f"parent: model {self.id!r} cannot be its own parent")
         return self
 
+    @model_validator(mode="after")
+    def _variant_names_parent(self) -> ModelSpec:
+        if self.mitigation is not None and self.parent is None:
+            raise ValueError("parent: a mitigation variant must name the unmitigated model as its parent")
+        return self
+
 
 class ModelsFile(_Strict):
     """The whole registry file: a list of models with unique ids."""
@@ -175,7 +187,31 @@ class ModelsFile(_Strict):
             if spec.id in seen:
                 raise ValueError(f"duplicate model id {spec.id!r}")
             seen.add(spec.id)
+        check_variants(self.models)
         return self
+
+
+def check_variants(models: list[ModelSpec]) -> None:
+    """A mitigation variant's parent is registered in the same file and runs the same model.
+
+    Only the mitigation may differ, so the comparison with the parent measures the mitigation.
+    """
+    by_id = {spec.id: spec for spec in models}
+    for index, spec in enumerate(models):
+        if spec.mitigation is None or spec.parent is None:
+            continue
+        parent = by_id.get(spec.parent)
+        if parent is None:
+            raise ValueError(f"models.{index}.parent: {spec.parent!r} is not a registered model")
+        if parent.mitigation is not None:
+            raise ValueError(f"models.{index}.parent: {spec.parent!r} is itself a mitigation variant")
+        ignored = {"id", "description", "parent", "mitigation"}
+        if spec.model_dump(exclude=ignored) != parent.model_dump(exclude=ignored):
+            differ = sorted(k for k, v in spec.model_dump(exclude=ignored).items() if parent.model_dump()[k] != v)
+            raise ValueError(
+                f"models.{index}: variant {spec.id!r} differs from its parent {spec.parent!r} in "
+                f"{', '.join(differ)}; a variant may differ only in its mitigation"
+            )
 
 
 def format_validation_error(error: ValidationError, origin: str) -> str:
@@ -187,10 +223,30 @@ def format_validation_error(error: ValidationError, origin: str) -> str:
     return "\n".join(lines)
 
 
+def inherit_from_parent(data: object) -> object:
+    """Give a mitigation variant that declares no ``source`` every setting of its parent.
+
+    So a variant is written as ``id``, ``parent`` and ``mitigation`` only; entries the data
+    does not allow are left for validation to report.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("models"), list):
+        return data
+    entries = data["models"]
+    by_id = {entry.get("id"): entry for entry in entries if isinstance(entry, dict)}
+    own = ("id", "description", "parent", "mitigation")
+    merged = []
+    for entry in entries:
+        parent = by_id.get(entry.get("parent")) if isinstance(entry, dict) else None
+        if isinstance(entry, dict) and "mitigation" in entry and "source" not in entry and isinstance(parent, dict):
+            entry = {k: v for k, v in parent.items() if k not in own} | entry
+        merged.append(entry)
+    return data | {"models": merged}
+
+
 def parse_models(data: object, origin: str = "<models>") -> dict[str, ModelSpec]:
     """Validate registry data (already parsed YAML) and index it by model id."""
     try:
-        parsed = ModelsFile.model_validate(data)
+        parsed = ModelsFile.model_validate(inherit_from_parent(data))
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, origin)) from None
     return {spec.id: spec for spec in parsed.models}

