@@ -49,7 +49,7 @@ WHERE c.subset IS NULL;
 -- significant: p_adjusted_vs_previous <= 0.05. Families of one checkpoint are left out.
 CREATE OR REPLACE VIEW checkpoint_trends AS
 WITH evaluated AS (
-    SELECT DISTINCT model FROM metric_values
+    SELECT DISTINCT model FROM metrics
 ), split AS (
     SELECT model,
            regexp_extract(model, '^(.+?)[-_](?:(?:step|ckpt|checkpoint)[-_]?)?(\d+)$', 1) AS family,
@@ -63,7 +63,7 @@ WITH evaluated AS (
     SELECT f.family, v.model, f.step, v.task, v.subset, v.metric, v.value, v.ci_low, v.ci_high,
            lag(v.model) OVER w AS previous_model,
            v.value - lag(v.value) OVER w AS change_vs_previous
-    FROM metric_values v
+    FROM metrics v
     JOIN members f ON f.model = v.model
     WHERE f.family_size >= 2
     WINDOW w AS (PARTITION BY f.family, v.task, v.subset, v.metric ORDER BY f.step, v.model)

