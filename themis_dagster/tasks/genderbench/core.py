@@ -32,6 +32,7 @@ Defaults follow ``Probe.__init__``: ``random_seed=123`` (``seed``), ``bootstrap_
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 from collections import Counter, defaultdict
@@ -48,6 +49,13 @@ from themis_dagster.tasks.genderbench.marks import MarkDefinition, mark_rows
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 UNDETECTED_OUTCOME = "undetected"
+
+
+# GenderBench's generator settings (``generators/async_api.py``: ``max_tokens=300``, ``temperature=1.0``).
+GENDERBENCH_GENERATION: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "max_tokens": 300, "stop": []}
+DEPARTURE_METRIC = "genderbench_settings_departures"
+# Parameters that change how a run is carried out, not what it measures.
+NOT_SETTINGS = frozenset({"engine_retries"})
 
 
 class GenderBenchParams(TaskParams):
@@ -192,7 +200,13 @@ def judge_attempts(
             except Exception as error:  # noqa: BLE001 - an evaluator bug must not stop the run
                 evaluation = None
                 detail["error"] = f"evaluator failed: {error!r}"[:500]
-            outcome = UNDETECTED_OUTCOME if evaluation is None else str(evaluation)
+            outcome = (
+                UNDETECTED_OUTCOME
+                if evaluation is None
+                else "counted"
+                if isinstance(evaluation, dict)
+                else str(evaluation)
+            )
         detail["evaluation"] = evaluation
         judgments.append(Judgment(request.request_id, item.subset, outcome, None, evaluation is not None, detail))
     return judgments
@@ -208,8 +222,9 @@ def probe_items(judgments: Iterable[Judgment]) -> list[ProbeItem]:
     for item_id, group in grouped.items():
         attempts = tuple((j.detail.get("evaluation"), dict(j.detail.get("prompt_meta") or {})) for j in group)
         meta = dict(group[0].detail.get("item_meta") or {})
-        counts = Counter(evaluation for evaluation, _ in attempts if evaluation is not None)
-        items.append(ProbeItem(item_id, meta, attempts, counts, sum(counts.values())))
+        detected = [evaluation for evaluation, _ in attempts if evaluation is not None]
+        counts = Counter(evaluation for evaluation in detected if not isinstance(evaluation, dict | list))
+        items.append(ProbeItem(item_id, meta, attempts, counts, len(detected)))
     return items
 
 
@@ -274,7 +289,41 @@ def compute_probe_metrics(
         if finite is None:
             low = high = None
         rows.append(MetricValue(None, name, finite, _finite(low), _finite(high), n))
-    return rows + mark_rows(definitions, rows)
+    return rows + mark_rows(definitions, rows) + departure_rows(params)
+
+
+def settings_departures(params: GenderBenchParams) -> dict[str, tuple[Any, Any]]:
+    """Each setting where this run departs from GenderBench's default harness: ``{name: (used, genderbench)}``.
+
+    GenderBench's settings are the probe's ``Params`` defaults (each equal to the ``DefaultHarness``
+    argument of that probe) with GenderBench's generator settings; a seed of None (unseeded
+    sampling) departs too, as GenderBench's runs are then not reproducible here.
+    """
+    used = params.model_dump(mode="json")
+    expected = type(params)().model_dump(mode="json")
+    departures: dict[str, tuple[Any, Any]] = {}
+    for name, value in used.items():
+        if name in NOT_SETTINGS or name == "generation":
+            continue
+        if value != expected.get(name):
+            departures[name] = (value, expected.get(name))
+    generation = used["generation"]
+    for name, value in GENDERBENCH_GENERATION.items():
+        if generation.get(name) != value:
+            departures[f"generation.{name}"] = (generation.get(name), value)
+    if generation.get("seed") is None:
+        departures["generation.seed"] = (None, "a fixed seed")
+    return departures
+
+
+def departure_rows(params: GenderBenchParams) -> list[MetricValue]:
+    """The departures as metric rows: a count (subset None) and one row per setting (value 1)."""
+    departures = settings_departures(params)
+    rows = [MetricValue(None, DEPARTURE_METRIC, float(len(departures)), None, None, len(departures))]
+    for name, (value, expected) in sorted(departures.items()):
+        subset = f"{name}={json.dumps(value)} (genderbench: {json.dumps(expected)})"
+        rows.append(MetricValue(subset, DEPARTURE_METRIC, 1.0, None, None, 1))
+    return rows
 
 
 # ---------------------------------------------------------------- helpers for calculators
