@@ -46,6 +46,7 @@ def test_asset_graph_snapshot() -> None:
         "leaderboard": ["bias_metrics"],
         "langbite_reports": ["bias_metrics"],
         "genderbench_marks": ["bias_metrics"],
+        "genderbench_report": ["genderbench_marks"],
         "model_reports": ["leaderboard"],
     }
     assert {s.name for s in defs.sensors or []} == {"checkpoint_sensor", "report_automation"}
@@ -76,6 +77,7 @@ def test_asset_specs_snapshot() -> None:
         "leaderboard": ("reports", ["duckdb"], False, True, True, []),
         "langbite_reports": ("reports", ["csv", "duckdb"], False, True, True, []),
         "genderbench_marks": ("reports", ["duckdb"], False, True, True, []),
+        "genderbench_report": ("reports", ["html"], False, True, True, []),
         "model_reports": ("reports", ["html"], False, True, True, []),
     }
     checks = sorted((c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys)
