@@ -1,4 +1,4 @@
-"""GenderBench's multi-model report: content from warehouse rows, the asset over a real DuckDB, a Chromium screenshot."""
+"""GenderBench's multi-model report: content from warehouse rows, the asset on a real DuckDB, a Chromium screenshot."""
 
 from __future__ import annotations
 
