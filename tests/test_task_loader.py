@@ -51,7 +51,8 @@ def test_included_declarations_merge_to_the_old_files() -> None:
     ]
     direct = load_task("gb_direct").spec
     assert (direct.params, direct.dataset, direct.request_type, direct.templates) == (
-        {"generation": {"max_tokens": 32}}, "genderbench", "chat", "genderbench_templates.yaml"
+        {"generation": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 300}}, "genderbench", "chat",
+        "genderbench_templates.yaml",
     )  # fmt: skip
     assert metric_flags("gb_hiring_an") == [
         ("diff_acceptance_rate", 0.0, None, True),
@@ -60,7 +61,7 @@ def test_included_declarations_merge_to_the_old_files() -> None:
         ("undetected_rate_attempts", 0.0, False, False),
     ]
     hiring = load_task("gb_hiring_an").spec
-    assert hiring.params == {"sample_k": 20000, "generation": {"max_tokens": 128}}
+    assert hiring.params == {"sample_k": 20000, "generation": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 300}}
     assert hiring.metrics[-1].description == "share of emails with neither decision phrase"
     assert load_task("gb_hiring_bloomberg").spec.templates is None  # the base's templates removed
 

@@ -3,11 +3,12 @@
 from themis_dagster.assets.benchmark_reports import genderbench_marks, langbite_reports
 from themis_dagster.assets.comparisons import comparisons
 from themis_dagster.assets.evaluation import bias_metrics, judgments, raw_responses, rendered_prompts, task_dataset
+from themis_dagster.assets.genderbench_report import genderbench_report
 from themis_dagster.assets.leaderboard import leaderboard, leaderboard_page
 from themis_dagster.assets.model_reports import model_reports
 
 evaluation_assets = [task_dataset, rendered_prompts, raw_responses, judgments, bias_metrics]
-report_assets = [leaderboard, leaderboard_page, model_reports, langbite_reports, genderbench_marks]
+report_assets = [leaderboard, leaderboard_page, model_reports, langbite_reports, genderbench_marks, genderbench_report]
 comparison_assets = [comparisons]
 
 __all__ = ["comparison_assets", "evaluation_assets", "report_assets"]

