@@ -27,6 +27,7 @@ from themis_dagster.assets.stage import (
     read_upstream_frame,
     replace_stage,
     replace_stage_frame,
+    settle_heap,
     stage_frame,
     task_metadata,
 )
@@ -45,6 +46,7 @@ from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame
 
 @evaluation_asset(description="The task's benchmark items, read from the dataset mirror or its canonical URL.")
 def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
+    settle_heap()
     key = model_and_task(context)
     themis.model(key.model)  # an unknown model fails here, before anything is written
     task = themis.task(key.task)
@@ -87,6 +89,7 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     checks={"every_item_has_requests": "Each item yields at least one request."},
 )
 def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
+    settle_heap()
     key = model_and_task(context)
     task = themis.task(key.task)
     with warehouse.connect() as conn:
@@ -130,6 +133,7 @@ def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, wareh
 def raw_responses(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource, engine: EngineResource
 ) -> AssetResult:
+    settle_heap()
     key = model_and_task(context)
     spec = themis.model(key.model)
     task = themis.task(key.task)
@@ -235,6 +239,7 @@ def _second_opinion(
 def judgments(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource, engine: EngineResource
 ) -> AssetResult:
+    settle_heap()
     key = model_and_task(context)
     task = themis.task(key.task)
     with warehouse.connect() as conn:
@@ -296,6 +301,7 @@ def judgments(
     },
 )
 def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
+    settle_heap()
     key = model_and_task(context)
     task = themis.task(key.task)
     with warehouse.connect() as conn:
