@@ -96,6 +96,7 @@ def child(requests: int, chunk_size: int | None) -> dict[str, object]:
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(MODELS_PARTITION, [DEFAULT_MODEL_ID])
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         result = materialize(
             evaluation_assets,
@@ -104,6 +105,8 @@ def child(requests: int, chunk_size: int | None) -> dict[str, object]:
             instance=instance,
         )
         wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
         if not result.success:
             raise SystemExit("materialization failed")
         stage_seconds = {}
@@ -123,6 +126,10 @@ def child(requests: int, chunk_size: int | None) -> dict[str, object]:
         "engine_s": round(engine, 3),
         "platform_s": round(platform, 3),
         "us_per_request": round(platform / requests * 1e6, 2),
+        # CPU seconds of the whole run (every thread; the engine's share included): steadier than
+        # wall time on a shared machine
+        "cpu_s": round(cpu, 3),
+        "cpu_us_per_request": round((cpu - engine) / requests * 1e6, 2),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "rss_before_mib": round(rss_before / 1024, 1),
         "stages_s": {stage: round(stage_seconds.get(stage, 0.0), 3) for stage in STAGES},
@@ -163,7 +170,10 @@ def main() -> None:
         print(json.dumps(child(args.child, args.chunk_size)))
         return
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [s for s in SIZES if s <= args.max_size]
-    print(f"{'requests':>10} {'platform s':>11} {'engine s':>9} {'us/request':>11} {'peak RSS MiB':>13}  stages (s)")
+    print(
+        f"{'requests':>10} {'platform s':>11} {'engine s':>9} {'us/request':>11} {'cpu us/req':>11} "
+        f"{'peak RSS MiB':>13}  stages (s)"
+    )
     measured: list[dict[str, object]] = []
     compared: list[dict[str, object]] = []
     for size in sizes:
@@ -180,19 +190,24 @@ def main() -> None:
                 continue
             _print_row("compare", other)
             time_ratio = float(figures["platform_s"]) / float(other["platform_s"])  # type: ignore[arg-type]
+            cpu_ratio = float(figures["cpu_us_per_request"]) / float(other["cpu_us_per_request"])  # type: ignore[arg-type]
             rss_ratio = float(figures["peak_rss_mib"]) / float(other["peak_rss_mib"])  # type: ignore[arg-type]
-            print(f"{'':>10} this/compare: platform time {time_ratio:.2f}, peak RSS {rss_ratio:.2f}", flush=True)
+            print(
+                f"{'':>10} this/compare: platform time {time_ratio:.2f}, CPU {cpu_ratio:.2f}, peak RSS {rss_ratio:.2f}",
+                flush=True,
+            )
             compared.append({"requests": size, "this": figures, "compare": other})
     if len(measured) >= 2:
         first, last, before = measured[0], measured[-1], measured[-2]
         ratio = float(last["us_per_request"]) / float(first["us_per_request"])  # type: ignore[arg-type]
+        cpu_ratio = float(last["cpu_us_per_request"]) / float(first["cpu_us_per_request"])  # type: ignore[arg-type]
         marginal = (float(last["platform_s"]) - float(before["platform_s"])) / (  # type: ignore[arg-type]
             int(last["requests"]) - int(before["requests"])  # type: ignore[call-overload]
         )
         print(
             f"ratio us/request {last['requests']} vs {first['requests']} (peer: the same platform at "
-            f"{first['requests']}): {ratio:.2f}; marginal us/request {before['requests']}->{last['requests']}: "
-            f"{marginal * 1e6:.2f}"
+            f"{first['requests']}): {ratio:.2f} (CPU: {cpu_ratio:.2f}); "
+            f"marginal us/request {before['requests']}->{last['requests']}: {marginal * 1e6:.2f}"
         )
     print("RESULTS " + json.dumps(measured))
     if compared:
@@ -203,7 +218,7 @@ def _print_row(label: str, figures: dict[str, object]) -> None:
     stages = " ".join(f"{k}={v}" for k, v in figures["stages_s"].items())  # type: ignore[attr-defined]
     print(
         f"{label:>10} {figures['platform_s']:>11} {figures['engine_s']:>9} {figures['us_per_request']:>11} "
-        f"{figures['peak_rss_mib']:>13}  {stages}",
+        f"{figures['cpu_us_per_request']:>11} {figures['peak_rss_mib']:>13}  {stages}",
         flush=True,
     )
 
