@@ -10,12 +10,12 @@ they are sent again.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+
+import polars as pl
 
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.dispatch import DispatchStats, dispatch
@@ -23,11 +23,11 @@ from themis_dagster.engines.fingerprint import cacheable, request_fingerprint
 from themis_dagster.exchange import Request, Response
 from themis_dagster.resources import WarehouseResource
 from themis_dagster.warehouse import append_new, read_by_key
-from themis_dagster.warehouse.frames import rows_frame
+from themis_dagster.warehouse.frames import from_frame, iter_records, to_frame
 from themis_dagster.warehouse.tables import declared
 
 CACHE = "request_cache"
-_IDENTITY = ("request_id", "item_id", "error")
+RECORD_CHUNK = 8192  # prompt rows turned into Request objects at once to fingerprint them
 
 
 @dataclass
@@ -46,17 +46,111 @@ def _answer_columns() -> tuple[str, ...]:
     return tuple(name for name in declared(CACHE).column_names if name not in ("fingerprint", "model", "cached_at"))
 
 
-def _from_cache(request: Request, row: Mapping[str, Any]) -> Response:
-    """``request``'s response from a cached answer (who asked is the request's; the rest is the answer's)."""
-    values = {f.name: row[f.name] for f in dataclasses.fields(Response) if f.name in row and f.name not in _IDENTITY}
-    return dataclasses.replace(Response(request.request_id, request.item_id), **values)
+def _response_columns() -> tuple[str, ...]:
+    """The responses table's columns less the partition's (model, task)."""
+    return tuple(name for name in declared("responses").column_names if name not in ("model", "task"))
 
 
 def chunk_order(request: Request) -> tuple[str, str, str, str, str]:
-    """The order requests are chunked in: by kind and sampling settings, then by text."""
+    """The order requests are chunked in: by kind and sampling settings, then by text.
+
+    ``answer_frame`` sorts a partition's prompts by the same keys, columnar (JSON as the
+    warehouse stores it: keys sorted).
+    """
     params = json.dumps(request.gen_params or {}, sort_keys=True)
-    text = request.prompt if request.prompt is not None else json.dumps(request.messages or [])
+    text = request.prompt if request.prompt is not None else json.dumps(request.messages or [], sort_keys=True)
     return (request.request_type, params, request.context or "", request.continuation or "", text)
+
+
+def _in_chunk_order(prompts: pl.DataFrame) -> pl.DataFrame:
+    """``prompts`` sorted by ``chunk_order``'s keys, ties kept in partition order."""
+    keys = [
+        pl.col("request_type"),
+        pl.col("gen_params").fill_null("{}"),
+        pl.col("context").fill_null(""),
+        pl.col("continuation").fill_null(""),
+        pl.coalesce(pl.col("prompt"), pl.col("messages").fill_null("[]")),
+        pl.col("_position"),
+    ]
+    return prompts.sort(keys)
+
+
+def _fingerprints(prompts: pl.DataFrame, model_fingerprint: str | None) -> pl.Series:
+    """Each prompt row's request fingerprint (None: not cacheable, or no cache), a chunk of records at a time."""
+    if model_fingerprint is None:
+        return pl.Series("_fingerprint", [None] * prompts.height, dtype=pl.String)
+    parts = [
+        pl.Series(
+            "_fingerprint",
+            [request_fingerprint(model_fingerprint, r) if cacheable(r) else None for r in chunk],
+            dtype=pl.String,
+        )
+        for chunk in iter_records("prompts", prompts, Request, RECORD_CHUNK)
+    ]
+    return pl.concat(parts) if parts else pl.Series("_fingerprint", [], dtype=pl.String)
+
+
+def answer_frame(
+    prompts: pl.DataFrame,
+    *,
+    engine: Callable[[], Engine],
+    warehouse: WarehouseResource,
+    model_id: str,
+    model_fingerprint: str | None,
+    chunk_size: int,
+    retries: int,
+) -> tuple[pl.DataFrame, AnswerStats]:
+    """The responses to a partition's prompt rows, one per row and in their order, as a frame of the
+    responses table's columns less (model, task); ``engine()`` is called only if something must be sent.
+
+    Columnar throughout: only the chunk in flight exists as ``Request``/``Response`` objects.
+    ``model_fingerprint`` None turns the cache off: everything is sent and nothing is kept.
+    """
+    stats = AnswerStats()
+    schema = declared("responses").frame_schema
+    columns = _response_columns()
+    prompts = prompts.with_row_index("_position")
+    prompts = prompts.with_columns(_fingerprints(prompts, model_fingerprint))
+    parts: list[pl.DataFrame] = []
+    wanted = prompts.get_column("_fingerprint").drop_nulls().unique()
+    if wanted.len():
+        with warehouse.connect() as conn:
+            cached = read_by_key(conn, CACHE, "fingerprint", wanted.sort().to_list())
+        hits = prompts.select("_position", "request_id", "item_id", "_fingerprint").join(
+            cached.select("fingerprint", *_answer_columns()), left_on="_fingerprint", right_on="fingerprint"
+        )
+        reused = hits.with_columns(pl.lit(None, dtype=pl.String).alias("error"))
+        parts.append(reused.select("_position", *columns).cast({name: schema[name] for name in columns}))
+        prompts = prompts.join(hits.select("_position"), on="_position", how="anti")
+        stats.reused = hits.height
+    # Chunks of like requests: one engine call per chunk and kind, and requests that share a
+    # prefix (a context, a template) in the same call, where the engine's prefix reuse sees them.
+    todo = _in_chunk_order(prompts)
+    loaded = engine() if todo.height else None
+    for start in range(0, todo.height, chunk_size):
+        assert loaded is not None
+        chunk = todo.slice(start, chunk_size)
+        responses, chunk_stats = dispatch(loaded, from_frame("prompts", chunk, Request), retries=retries)
+        stats.dispatch.add(chunk_stats)
+        stats.chunks += 1
+        stats.sent += chunk.height
+        answered = to_frame("responses", responses, model=model_id, task="").select(columns)
+        answered = answered.with_columns(chunk.get_column("_position"), chunk.get_column("_fingerprint"))
+        keep = answered.filter(pl.col("error").is_null() & pl.col("_fingerprint").is_not_null())
+        if keep.height:
+            now = datetime.now(UTC).replace(tzinfo=None)
+            cache_rows = keep.with_columns(
+                pl.col("_fingerprint").alias("fingerprint"),
+                pl.lit(model_id).alias("model"),
+                pl.lit(now, dtype=pl.Datetime("us")).alias("cached_at"),
+            ).select(declared(CACHE).column_names)
+            # the schema is there (the lookup above, or the stage before, ensured it): a plain connection
+            with warehouse.get_connection() as conn:
+                stats.cached_now += append_new(conn, CACHE, cache_rows, "fingerprint")
+        parts.append(answered.select("_position", *columns))
+    if not parts:
+        return pl.DataFrame(schema={name: schema[name] for name in columns}), stats
+    return pl.concat(parts).sort("_position").drop("_position"), stats
 
 
 def answer_requests(
@@ -69,47 +163,15 @@ def answer_requests(
     chunk_size: int,
     retries: int,
 ) -> tuple[list[Response], AnswerStats]:
-    """One response per request, in order; ``engine()`` is called only if something must be sent.
-
-    ``model_fingerprint`` None turns the cache off: everything is sent and nothing is kept.
-    """
-    stats = AnswerStats()
-    fingerprints = (
-        {r.request_id: request_fingerprint(model_fingerprint, r) for r in requests if cacheable(r)}
-        if model_fingerprint is not None
-        else {}
+    """One response per request, in order (``answer_frame`` for records)."""
+    prompts = to_frame("prompts", list(requests), model=model_id, task="")
+    answers, stats = answer_frame(
+        prompts,
+        engine=engine,
+        warehouse=warehouse,
+        model_id=model_id,
+        model_fingerprint=model_fingerprint,
+        chunk_size=chunk_size,
+        retries=retries,
     )
-    answered: dict[str, Response] = {}
-    if fingerprints:
-        with warehouse.connect() as conn:
-            cached = read_by_key(conn, CACHE, "fingerprint", sorted(set(fingerprints.values())))
-        by_fingerprint = {row["fingerprint"]: row for row in cached.iter_rows(named=True)}
-        for request in requests:
-            row = by_fingerprint.get(fingerprints.get(request.request_id, ""))
-            if row is not None:
-                answered[request.request_id] = _from_cache(request, row)
-    stats.reused = len(answered)
-    # Chunks of like requests: one engine call per chunk and kind, and requests that share a
-    # prefix (a context, a template) in the same call, where the engine's prefix reuse sees them.
-    todo = sorted((r for r in requests if r.request_id not in answered), key=chunk_order)
-    loaded = engine() if todo else None
-    columns = _answer_columns()
-    for start in range(0, len(todo), chunk_size):
-        assert loaded is not None
-        chunk = todo[start : start + chunk_size]
-        responses, chunk_stats = dispatch(loaded, chunk, retries=retries)
-        stats.dispatch.add(chunk_stats)
-        stats.chunks += 1
-        stats.sent += len(chunk)
-        now = datetime.now(UTC).replace(tzinfo=None)
-        keep = [
-            {"fingerprint": fingerprints[r.request_id], "model": model_id, "cached_at": now}
-            | {name: getattr(r, name) for name in columns}
-            for r in responses
-            if r.error is None and r.request_id in fingerprints
-        ]
-        if keep:
-            with warehouse.connect() as conn:
-                stats.cached_now += append_new(conn, CACHE, rows_frame(CACHE, keep), "fingerprint")
-        answered.update((r.request_id, r) for r in responses)
-    return [answered[r.request_id] for r in requests], stats
+    return from_frame("responses", answers, Response), stats

@@ -15,14 +15,22 @@ import polars as pl
 from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue
 
 from themis_dagster.assets import checks
-from themis_dagster.assets.answering import answer_requests
+from themis_dagster.assets.answering import answer_frame
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, evaluation_asset
 from themis_dagster.assets.stage import (
+    RECORD_CHUNK,
+    ByItem,
+    chunked,
     generation_metadata,
+    item_local,
     preview,
     read_generation,
     read_upstream,
+    read_upstream_frame,
     replace_stage,
+    replace_stage_frame,
+    settle_heap,
+    stage_frame,
     task_metadata,
 )
 from themis_dagster.concurrency import ENGINE_POOL
@@ -35,11 +43,12 @@ from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseReso
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import append_rows
-from themis_dagster.warehouse.frames import rows_frame
+from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame
 
 
 @evaluation_asset(description="The task's benchmark items, read from the dataset mirror or its canonical URL.")
 def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
+    settle_heap()
     key = model_and_task(context)
     themis.model(key.model)  # an unknown model fails here, before anything is written
     task = themis.task(key.task)
@@ -48,10 +57,9 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     files = themis.dataset_files(task)
     items = task.module.load_items({name: f.path for name, f in files.items()}, task.params)
     combined_sha = "+".join(f.sha256 for f in files.values())
+    frame = stage_frame("task_items", key, chunked(items), dataset_sha256=combined_sha)
     with warehouse.connect() as conn:
-        frame, written = replace_stage(
-            conn, "task_items", key, items, run_id=context.run_id, dataset_sha256=combined_sha
-        )
+        _, written = replace_stage_frame(conn, "task_items", key, frame, run_id=context.run_id)
     return MaterializeResult(
         metadata={
             **task_metadata(task),
@@ -84,21 +92,30 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     checks={"every_item_has_requests": "Each item yields at least one request."},
 )
 def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
+    settle_heap()
     key = model_and_task(context)
     task = themis.task(key.task)
     with warehouse.connect() as conn:
-        items = read_upstream(conn, "task_items", key, Item)
+        items = read_upstream_frame(conn, "task_items", key)
         upstream = read_generation(conn, "task_items", key)
-    requests = task.module.build_requests(items, task.params, task.templates)
+    if item_local(task):  # a chunk of items at a time
+        batches = iter_records("task_items", items, Item, RECORD_CHUNK)
+    else:
+        batches = iter([from_frame("task_items", items, Item)])
+    requests = (
+        chunk for batch in batches for chunk in chunked(task.module.build_requests(batch, task.params, task.templates))
+    )
+    frame = stage_frame("prompts", key, requests)
     with warehouse.connect() as conn:
-        frame, written = replace_stage(conn, "prompts", key, requests, run_id=context.run_id, upstream=upstream)
+        _, written = replace_stage_frame(conn, "prompts", key, frame, run_id=context.run_id, upstream=upstream)
     template_hashes = {name: task.template_sha256(name) for name in task.templates}
+    item_ids, requested = set(items.get_column("item_id").to_list()), set(frame.get_column("item_id").to_list())
     return MaterializeResult(
-        check_results=[checks.every_item_has_requests({i.item_id for i in items}, {r.item_id for r in requests})],
+        check_results=[checks.every_item_has_requests(item_ids, requested)],
         metadata={
             **task_metadata(task),
             ROW_COUNT: frame.height,
-            "items": len(items),
+            "items": items.height,
             "request_type": task.spec.request_type,
             "template_sha256": MetadataValue.json(template_hashes),
             "generation_params": MetadataValue.json(task.params.generation.model_dump(mode="json")),
@@ -121,17 +138,18 @@ def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, wareh
 def raw_responses(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource, engine: EngineResource
 ) -> AssetResult:
+    settle_heap()
     key = model_and_task(context)
     spec = themis.model(key.model)
     task = themis.task(key.task)
     with warehouse.connect() as conn:
-        requests = read_upstream(conn, "prompts", key, Request)
+        prompts = read_upstream_frame(conn, "prompts", key)
         upstream = read_generation(conn, "prompts", key)
     weights = themis.weights(spec)
     identity = engine.output_identity()
     started = time.perf_counter()
-    answers, answering = answer_requests(
-        requests,
+    answers, answering = answer_frame(
+        prompts,
         engine=lambda: engine.engine_for(spec, weights),
         warehouse=warehouse,
         model_id=key.model,
@@ -155,15 +173,18 @@ def raw_responses(
     }
     now = datetime.now(UTC).replace(tzinfo=None)
     run_row = {"model": key.model, "task": key.task, "run_id": context.run_id, "materialized_at": now}
+    frame = answers.with_columns(pl.lit(key.model).alias("model"), pl.lit(key.task).alias("task"))
     with warehouse.connect() as conn:
-        frame, written = replace_stage(conn, "responses", key, answers, run_id=context.run_id, upstream=upstream)
-        rows = frame.height
+        rows_written, written = replace_stage_frame(
+            conn, "responses", key, frame, run_id=context.run_id, upstream=upstream
+        )
         append_rows(conn, "evaluation_runs", rows_frame("evaluation_runs", [run_row | {"config": run_config}]))
-    if stats.errors == len(answers) and answers:
-        raise RuntimeError(f"every request failed for {key}: {answers[0].error}")
+    rows = rows_written.height
+    if stats.errors == rows and rows:
+        raise RuntimeError(f"every request failed for {key}: {answers.get_column('error')[0]}")
     return MaterializeResult(
         check_results=[
-            checks.rows_match("responses_match_prompts", rows, len(requests), "responses"),
+            checks.rows_match("responses_match_prompts", rows, prompts.height, "responses"),
             checks.no_engine_errors(stats.errors, rows),
         ],
         metadata={
@@ -228,21 +249,43 @@ def _second_opinion(
 def judgments(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource, engine: EngineResource
 ) -> AssetResult:
+    settle_heap()
     key = model_and_task(context)
     task = themis.task(key.task)
     with warehouse.connect() as conn:
-        items = read_upstream(conn, "task_items", key, Item)
-        requests = read_upstream(conn, "prompts", key, Request, required=False)
-        responses = read_upstream(conn, "responses", key, Response)
+        items = read_upstream_frame(conn, "task_items", key)
+        prompts = read_upstream_frame(conn, "prompts", key, required=False)
+        responses = read_upstream_frame(conn, "responses", key)
         upstream = read_generation(conn, "responses", key)
-    judged = task.module.judge(items, requests, responses, task.params)
     second_opinions = 0
-    if task.second_opinion is not None and task.judge_model:
-        judged, second_opinions = _second_opinion(themis, engine, task, judged)
+    if item_local(task) and task.second_opinion is None:  # a chunk of items at a time
+        requests, answers = ByItem(items, prompts), ByItem(items, responses)
+        judged_chunks = (
+            task.module.judge(
+                batch,
+                requests.records("prompts", Request, start, start + len(batch)),
+                answers.records("responses", Response, start, start + len(batch)),
+                task.params,
+            )
+            for start, batch in zip(
+                range(0, items.height, RECORD_CHUNK), iter_records("task_items", items, Item, RECORD_CHUNK), strict=True
+            )
+        )
+        frame = stage_frame("judgments", key, judged_chunks)
+    else:
+        judged = task.module.judge(
+            from_frame("task_items", items, Item),
+            from_frame("prompts", prompts, Request),
+            from_frame("responses", responses, Response),
+            task.params,
+        )
+        if task.second_opinion is not None and task.judge_model:
+            judged, second_opinions = _second_opinion(themis, engine, task, judged)
+        frame = stage_frame("judgments", key, chunked(judged))
     with warehouse.connect() as conn:
-        frame, written = replace_stage(conn, "judgments", key, judged, run_id=context.run_id, upstream=upstream)
+        _, written = replace_stage_frame(conn, "judgments", key, frame, run_id=context.run_id, upstream=upstream)
     rows = frame.height
-    parsed = sum(1 for judgment in judged if judgment.parsed)
+    parsed = int(frame.get_column("parsed").sum())
     outcomes = frame.group_by("outcome").len().sort("outcome")
     return MaterializeResult(
         check_results=[checks.parse_success(parsed, rows)],
@@ -270,6 +313,7 @@ def judgments(
     },
 )
 def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
+    settle_heap()
     key = model_and_task(context)
     task = themis.task(key.task)
     with warehouse.connect() as conn:

@@ -6,6 +6,9 @@ replaces its partition's rows in one transaction; these helpers say that once.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import duckdb
@@ -24,10 +27,36 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 RecordT = TypeVar("RecordT", bound="DataclassInstance")
+T = TypeVar("T")
+
+# Records a stage holds as Python objects at once (items, requests, judgments); the rest of a
+# partition stays in columnar frames.
+RECORD_CHUNK = 8192
 
 
 class UpstreamMissingError(RuntimeError):
     """An upstream stage has no rows for this partition: materialize it first."""
+
+
+def settle_heap() -> None:
+    """Move the objects alive now (imported modules, Dagster's definitions) out of the garbage collector's sight.
+
+    A stage allocates a record per row; every full collection the allocations trigger would
+    walk the process's million-odd long-lived objects again (a quarter of the answering
+    stage's time at 40k requests: ``bench/chain_scale.py``). ``gc.freeze`` keeps them out of
+    later collections; the stage's own garbage is collected as usual.
+    """
+    gc.freeze()
+
+
+def read_upstream_frame(
+    conn: duckdb.DuckDBPyConnection, table: str, key: EvaluationPartition, *, required: bool = True
+) -> pl.DataFrame:
+    """The partition's rows of an upstream stage as one columnar frame; an empty required stage fails, naming it."""
+    frame = read_partition(conn, table, key.model, key.task)
+    if required and frame.is_empty():
+        raise UpstreamMissingError(f"{table} has no rows for {key}; materialize the upstream asset first")
+    return frame
 
 
 def read_upstream(
@@ -39,10 +68,7 @@ def read_upstream(
     required: bool = True,
 ) -> list[RecordT]:
     """The partition's rows of an upstream stage as records; an empty required stage fails, naming it."""
-    frame = read_partition(conn, table, key.model, key.task)
-    if required and frame.is_empty():
-        raise UpstreamMissingError(f"{table} has no rows for {key}; materialize the upstream asset first")
-    return from_frame(table, frame, record_type)
+    return from_frame(table, read_upstream_frame(conn, table, key, required=required), record_type)
 
 
 def read_generation(conn: duckdb.DuckDBPyConnection, table: str, key: EvaluationPartition) -> Materialization | None:
@@ -67,18 +93,78 @@ def replace_stage(
     upstream: Materialization | None = None,
     **constants: Any,
 ) -> StageWrite:
-    """Replace the partition's rows of ``table`` with ``records`` and record their materialization, in one transaction.
+    """Replace the partition's rows of ``table`` with ``records`` and record their materialization."""
+    if "run_id" in declared(table).column_names:
+        constants["run_id"] = run_id
+    frame = to_frame(table, records, model=key.model, task=key.task, **constants)
+    return replace_stage_frame(conn, table, key, frame, run_id=run_id, upstream=upstream)
+
+
+def chunked(records: Iterable[T], size: int = RECORD_CHUNK) -> Iterator[list[T]]:
+    """``records`` in lists of ``size`` (the last one shorter), consumed lazily."""
+    iterator = iter(records)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def stage_frame(
+    table: str, key: EvaluationPartition, chunks: Iterable[Sequence[Any]], **constants: Any
+) -> pl.DataFrame:
+    """One frame of ``table`` from records arriving a chunk at a time: only a chunk is ever held as objects."""
+    frames = [to_frame(table, list(chunk), model=key.model, task=key.task, **constants) for chunk in chunks]
+    return pl.concat(frames) if frames else to_frame(table, [], model=key.model, task=key.task, **constants)
+
+
+def replace_stage_frame(
+    conn: duckdb.DuckDBPyConnection,
+    table: str,
+    key: EvaluationPartition,
+    frame: pl.DataFrame,
+    *,
+    run_id: str,
+    upstream: Materialization | None = None,
+) -> StageWrite:
+    """Replace the partition's rows of ``table`` with ``frame`` and record their materialization, in one transaction.
 
     ``upstream`` is the upstream stage's materialization as read beside its rows
     (``read_generation``), so ``partition_status`` can tell whether this stage still matches it.
     """
-    if "run_id" in declared(table).column_names:
-        constants["run_id"] = run_id
-    frame = to_frame(table, records, model=key.model, task=key.task, **constants)
     written, lineage = generations.record(table, key.model, key.task, upstream, run_id)
     scope = partition_scope(key.model, key.task)
     replace_rows(conn, [Write(table, frame, scope), Write("stage_generations", lineage, scope | {"stage": table})])
     return StageWrite(frame, written)
+
+
+class ByItem:
+    """A stage's rows (requests, responses) lined up with the partition's items, for judging a chunk of items at a time.
+
+    The rows are ordered by their item's position once (a columnar sort, stable within an
+    item), so the rows of items ``start..stop`` are one slice: linear in the partition,
+    whatever order the table stores them in. Rows whose item is not in ``items`` are left out.
+    """
+
+    def __init__(self, items: pl.DataFrame, frame: pl.DataFrame) -> None:
+        ids = items.get_column("item_id")
+        positions = pl.DataFrame({"item_id": ids, "_item_position": pl.int_range(ids.len(), eager=True)})
+        self._rows = (
+            frame.with_row_index("_row").join(positions, on="item_id", how="inner").sort("_item_position", "_row")
+        )
+        self._position = self._rows.get_column("_item_position")
+
+    def records(self, table: str, record_type: type[RecordT], start: int, stop: int) -> list[RecordT]:
+        """The rows of the items at positions ``start`` (included) to ``stop`` (excluded), as records."""
+        first = int(self._position.search_sorted(start, "left"))
+        last = int(self._position.search_sorted(stop, "left"))
+        return from_frame(table, self._rows.slice(first, last - first), record_type)
+
+
+def item_local(task: LoadedTask) -> bool:
+    """Whether the task builds requests and judges each item on its own (``ITEM_LOCAL = True`` in its module).
+
+    Then the stages call ``build_requests`` and ``judge`` a chunk of items at a time; other
+    tasks get the whole partition at once, as they always did.
+    """
+    return bool(getattr(task.module, "ITEM_LOCAL", False))
 
 
 def task_metadata(task: LoadedTask) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from themis_dagster.engines.base import Engine
 from themis_dagster.exchange import GenerationParams, Request, Response
@@ -50,8 +50,16 @@ def _answer(
         stats.prompt_tokens += response.n_prompt_tokens or 0
         stats.output_tokens += response.n_output_tokens or 0
         # a request the engine could not answer at all (Request.failed) took none of the time
-        answered.append(response if response.finish_reason is None else replace(response, latency_s=share))
+        answered.append(response if response.finish_reason is None else _with_latency(response, share))
     return answered
+
+
+def _with_latency(response: Response, latency_s: float) -> Response:
+    """A copy of ``response`` with its share of the batch's time (``dataclasses.replace`` without re-running
+    ``__init__``: the copy of a valid response is valid, and this runs once per request)."""
+    copy = object.__new__(Response)
+    copy.__dict__.update(response.__dict__, latency_s=latency_s)
+    return copy
 
 
 def _failed(batch: list[Request], error: Exception) -> list[Response]:
@@ -86,7 +94,7 @@ def _dispatch_once(engine: Engine, requests: list[Request]) -> tuple[list[Respon
     stats = DispatchStats(requests=len(requests))
     batches: dict[tuple[str, str], list[Request]] = defaultdict(list)
     for request in requests:
-        key = json.dumps(request.gen_params or {}, sort_keys=True)
+        key = json.dumps(request.gen_params, sort_keys=True) if request.gen_params else "{}"
         batches[(request.request_type, key)].append(request)
     answered: dict[str, Response] = {}
     for (request_type, params_json), batch in batches.items():

@@ -10,6 +10,9 @@ from scipy import stats
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_CONFIDENCE = 0.95
+# Resampled values held at once: scipy's vectorized bootstrap draws n_resamples x n indices in
+# one array unless told to batch (4 GB at n = 500k); batching draws the same numbers in turn.
+BOOTSTRAP_CELLS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ def bootstrap_estimate(
         confidence_level=confidence,
         method="percentile",
         vectorized=True,
+        batch=max(1, BOOTSTRAP_CELLS // n),
         rng=np.random.default_rng(seed),
     )
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
@@ -58,7 +58,8 @@ def rows_frame(table: str, rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
 def to_frame(table: str, records: Sequence[DataclassInstance], **constants: Any) -> pl.DataFrame:
     """One row per record; ``constants`` fill the columns the records lack (the same in every row).
 
-    Each record type's fields plus the constants must be exactly the table's columns.
+    Each record type's fields plus the constants must be exactly the table's columns. Built a
+    column at a time (one list per column, no dict per row): this is on every stage's path.
     """
     declaration = declared(table)
     names = {kind: [field.name for field in dataclasses.fields(kind)] for kind in {type(record) for record in records}}
@@ -66,24 +67,52 @@ def to_frame(table: str, records: Sequence[DataclassInstance], **constants: Any)
         if overlap := sorted(constants.keys() & set(fields)):
             raise SchemaMismatchError(f"{table}: {overlap} given both as {kind.__name__} fields and constants")
         declaration.check_columns([*fields, *constants])
-    rows = [constants | {name: getattr(record, name) for name in names[type(record)]} for record in records]
-    return _frame(declaration, rows)
+    if not records:
+        return pl.DataFrame(schema=declaration.frame_schema)
+    data: dict[str, list[Any]] = {}
+    for column in declaration.columns:
+        if column.name in constants:
+            continue
+        values = [getattr(record, column.name) for record in records]
+        data[column.name] = [_encode_json(value) for value in values] if column.type.json else values
+    schema = declaration.frame_schema
+    frame = pl.DataFrame(data, schema={name: schema[name] for name in data})
+    json_columns = declaration.json_columns
+    filled = [
+        pl.lit(_encode_json(value) if name in json_columns else value, dtype=schema[name]).alias(name)
+        for name, value in constants.items()
+    ]
+    return frame.with_columns(filled).select(declaration.column_names)
 
 
 def from_frame(table: str, frame: pl.DataFrame, record_type: type[RecordT]) -> list[RecordT]:
-    """One ``record_type`` per row of a frame read from ``table`` (its other columns are left out)."""
+    """One ``record_type`` per row of a frame read from ``table`` (its other columns are left out).
+
+    Read a column at a time (``to_list``), not a dict per row (``iter_rows``).
+    """
     declaration = declared(table)
     fields = dataclasses.fields(record_type)
     unknown = sorted({field.name for field in fields} - set(declaration.column_names))
     if unknown:
         raise SchemaMismatchError(f"{table}: {record_type.__name__} has fields {unknown} the table does not")
     json_columns = declaration.json_columns
+    # positional fields first, then keyword-only ones (Response's): no dict per row where none is needed
+    ordered = sorted(fields, key=lambda field: bool(field.kw_only))
+    columns = []
+    for field in ordered:
+        values = frame.get_column(field.name).to_list()
+        columns.append([_decode_json(value, field) for value in values] if field.name in json_columns else values)
+    positional = sum(1 for field in ordered if not field.kw_only)
+    if positional == len(ordered):
+        return [record_type(*row) for row in zip(*columns, strict=True)]
+    keywords = [field.name for field in ordered[positional:]]
     return [
-        record_type(
-            **{
-                field.name: _decode_json(row[field.name], field) if field.name in json_columns else row[field.name]
-                for field in fields
-            }
-        )
-        for row in frame.iter_rows(named=True)
+        record_type(*row[:positional], **dict(zip(keywords, row[positional:], strict=True)))
+        for row in zip(*columns, strict=True)
     ]
+
+
+def iter_records(table: str, frame: pl.DataFrame, record_type: type[RecordT], rows: int) -> Iterator[list[RecordT]]:
+    """``from_frame`` ``rows`` rows at a time, in the frame's order: never a partition's records all at once."""
+    for start in range(0, frame.height, rows):
+        yield from_frame(table, frame.slice(start, rows), record_type)

@@ -24,6 +24,9 @@ from themis_dagster.comparisons.measures import Binary, Continuous
 from themis_dagster.tasks.scoring import metric_by_subset
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
+# build_requests and judge look at each pair on its own: the stages may call them a chunk at a time.
+ITEM_LOCAL = True
+
 
 class Params(TaskParams):
     context_source: Literal["none", "prompts_csv"] = "none"
