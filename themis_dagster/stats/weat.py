@@ -33,17 +33,20 @@ def _unit_rows(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     if np.any(norms == 0):
         raise ValueError("a zero vector has no direction (cosine undefined)")
-    return matrix / norms
+    unit: np.ndarray = matrix / norms
+    return unit
 
 
 def cosine_matrix(words: np.ndarray, others: np.ndarray) -> np.ndarray:
     """``cos(w, o)`` for every row w of ``words`` and row o of ``others``."""
-    return _unit_rows(words) @ _unit_rows(others).T
+    cosines: np.ndarray = _unit_rows(words) @ _unit_rows(others).T
+    return cosines
 
 
 def association(words: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``s(w, A, B)`` for every row w of ``words``."""
-    return cosine_matrix(words, a).mean(axis=1) - cosine_matrix(words, b).mean(axis=1)
+    scores: np.ndarray = cosine_matrix(words, a).mean(axis=1) - cosine_matrix(words, b).mean(axis=1)
+    return scores
 
 
 def effect_size_of(sx: np.ndarray, sy: np.ndarray, ddof: int = 1) -> float | None:
