@@ -139,13 +139,18 @@ def weat(
     confidence: float = 0.95,
     seed: int = 42,
     max_exact: int = MAX_EXACT_PARTITIONS,
+    permutation_resamples: int = 10_000,
 ) -> WeatResult:
     """WEAT of targets X, Y against attributes A, B (rows are word vectors).
 
-    The CI resamples the target words (``bootstrap_effect_size_ci``); None when X or Y has one word.
+    The CI resamples the target words (``bootstrap_effect_size_ci``, ``n_resamples``); None when X or Y
+    has one word. The p-value samples ``permutation_resamples`` partitions when there are more than
+    ``max_exact``.
     """
     sx, sy = association(x, a, b), association(y, a, b)
-    p_value, partitions, exact = permutation_p_value(sx, sy, max_exact=max_exact, n_resamples=n_resamples, seed=seed)
+    p_value, partitions, exact = permutation_p_value(
+        sx, sy, max_exact=max_exact, n_resamples=permutation_resamples, seed=seed
+    )
     d = effect_size_of(sx, sy, ddof)
     low = high = None
     if d is not None and len(sx) > 1 and len(sy) > 1:
