@@ -9,12 +9,13 @@ part: one object from request to score).
 
 from __future__ import annotations
 
+import json
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RequestType = Literal["loglikelihood", "generate", "chat"]
+RequestType = Literal["loglikelihood", "generate", "chat", "embedding"]
 
 ChatMessage = dict[str, str]
 
@@ -115,6 +116,25 @@ class Request:
             n_prompt_tokens=n_prompt_tokens,
             n_output_tokens=n_output_tokens,
             finish_reason=finish_reason,
+        )
+
+    @classmethod
+    def embedding(cls, text: str, request_id: str = "", item_id: str = "") -> Request:
+        """The model's own vectors for ``text`` (its input embeddings and hidden states), no generation."""
+        return cls(request_id, item_id, "embedding", prompt=text)
+
+    def embedded(self, vectors: dict[str, list[float]], tokens: list[str]) -> Response:
+        """The answer to an embedding request: ``text`` holds ``{"vectors": {kind: [...]}, "tokens": [...]}``."""
+        payload = json.dumps({"vectors": vectors, "tokens": tokens})
+        return Response(
+            self.request_id,
+            self.item_id,
+            text=payload,
+            request_type=self.request_type,
+            prompt_text=self.prompt,
+            n_prompt_tokens=len(tokens),
+            n_output_tokens=0,
+            finish_reason="embedded",
         )
 
     def failed(self, error: str) -> Response:

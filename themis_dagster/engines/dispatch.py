@@ -34,9 +34,15 @@ class DispatchStats:
 def _answer(
     engine: Engine, batch: list[Request], params: GenerationParams | None, stats: DispatchStats
 ) -> list[Response]:
-    """One engine call for ``batch`` (``params``: None for loglikelihoods); each answer gets its share of its time."""
+    """One engine call for ``batch`` (``params``: None for loglikelihoods and embeddings); each answer gets its
+    share of its time."""
     started = time.perf_counter()
-    if params is None:
+    if batch[0].request_type == "embedding":
+        embed = getattr(engine, "embed", None)  # an optional capability: engines without it fail the batch
+        if embed is None:
+            raise NotImplementedError(f"{type(engine).__name__} computes no embeddings")
+        responses = embed(batch)
+    elif params is None:
         responses = engine.loglikelihood(batch)
     elif batch[0].request_type == "chat":
         responses = engine.chat(batch, params)
@@ -100,7 +106,7 @@ def _dispatch_once(engine: Engine, requests: list[Request]) -> tuple[list[Respon
     for (request_type, params_json), batch in batches.items():
         try:
             params = None
-            if request_type != "loglikelihood":
+            if request_type not in ("loglikelihood", "embedding"):
                 params = GenerationParams.model_validate(json.loads(params_json))
             produced = _answer(engine, batch, params, stats)
         except Exception as error:  # noqa: BLE001 - recorded per request, surfaced by the asset

@@ -69,6 +69,22 @@ class FakeEngine:
         text = self.reply(prompt)
         return request.generated(text, prompt_text, len(prompt.split()), len(text.split()), "stop")
 
+    def embed(self, requests: Sequence[Request]) -> list[Response]:
+        """Pseudo-vectors (8 dimensions, per whitespace token, averaged) stable per text."""
+        self._called(f"embedding:{len(requests)}")
+        answers = []
+        for request in requests:
+            tokens = (request.prompt or "").split()
+            if not tokens:
+                answers.append(request.failed(f"{request.prompt!r} has no tokens"))
+                continue
+            vectors = {
+                kind: [sum(_unit(f"{kind}|{token}|{i}") - 0.5 for token in tokens) / len(tokens) for i in range(8)]
+                for kind in ("input", "hidden_mean")
+            }
+            answers.append(request.embedded(vectors, tokens))
+        return answers
+
     def _called(self, call: str) -> None:
         self.calls.append(call)
         time.sleep(self.latency_s)

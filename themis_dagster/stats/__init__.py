@@ -85,3 +85,27 @@ def permutation_pvalue_mean_zero(
         rng=np.random.default_rng(seed),
     )
     return float(result.pvalue)
+
+
+@dataclass(frozen=True)
+class TTest:
+    """A one-sample t-test: the statistic, its two-sided p-value and the sample size."""
+
+    statistic: float | None
+    p_value: float | None
+    n: int
+
+
+def t_test_mean_zero(values: Sequence[float] | np.ndarray) -> TTest:
+    """Two-sided one-sample t-test of H0: mean = 0 (``scipy.stats.ttest_1samp(values, popmean=0)``).
+
+    The test the IAT paper reports (Bai et al., ``analysis/analysis_implicit.ipynb``); it assumes
+    roughly normal means, where the permutation test assumes only symmetry. None when n < 2 or
+    every value is equal (the statistic is undefined).
+    """
+    data = np.asarray(values, dtype=float)
+    data = data[~np.isnan(data)]
+    if data.size < 2 or np.all(data == data[0]):
+        return TTest(None, None, int(data.size))
+    result = stats.ttest_1samp(data, popmean=0.0)
+    return TTest(float(result.statistic), float(result.pvalue), int(data.size))

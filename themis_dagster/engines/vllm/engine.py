@@ -307,6 +307,14 @@ class VLLMEngine:
         # a chat template already writes the special tokens it wants
         return self._generate_tokens(requests, texts, params, add_special_tokens=self.spec.chat_template is None)
 
+    def embed(self, requests: Sequence[Request]) -> list[Response]:
+        """Word vectors from the served weights through transformers (``engines/embeddings.py``), loaded once."""
+        if getattr(self, "embedder", None) is None:
+            from themis_dagster.engines.embeddings import TransformersEmbedder
+
+            self.embedder = TransformersEmbedder(self.info.model_path)
+        return self.embedder.embed(requests)
+
     def shutdown(self) -> None:
         """Stop the engine's worker processes and free its memory."""
         llm = getattr(self, "llm", None)

@@ -4,6 +4,8 @@
   (``themis_dagster.stats.bootstrap_estimate``; the reference reports means with 95% CIs).
 - ``d_score_p_value``: two-sided sign-flip permutation p-value for H0: mean D = 0
   (``themis_dagster.stats.permutation_pvalue_mean_zero``).
+- ``d_score_t_test_p_value`` / ``d_score_t_statistic``: the paper's two-sided one-sample t-test
+  (``scipy.stats.ttest_1samp(D, popmean=0)``), reported beside the permutation p-value.
 - ``parse_success_rate``: share of all replies that were parsed, with a bootstrap CI.
 - ``outcome_share`` (subset ``outcome=<name>``): share of all replies per judgment outcome.
 
@@ -18,7 +20,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from themis_dagster.stats import bootstrap_estimate, permutation_pvalue_mean_zero
+from themis_dagster.stats import bootstrap_estimate, permutation_pvalue_mean_zero, t_test_mean_zero
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
 
@@ -46,7 +48,7 @@ def _grouped(judgments: Iterable[Judgment], parsed_only: bool) -> dict[str | Non
     groups[None] = []
     for judgment in judgments:
         keys = subsets_of(judgment)
-        if parsed_only and (not judgment.parsed or judgment.score is None):
+        if parsed_only and judgment.score is None:  # scoring=reference scores discarded replies as 0
             for key in keys:  # the slice is reported (n = 0) even when nothing in it parsed
                 groups.setdefault(key, [])
             continue
@@ -78,6 +80,15 @@ def _p_values(groups: dict[str | None, list[float]], resamples: int, seed: int) 
     return rows
 
 
+def _t_tests(groups: dict[str | None, list[float]]) -> list[MetricValue]:
+    rows = []
+    for key in sorted(groups, key=_order):
+        test = t_test_mean_zero(groups[key])
+        rows.append(MetricValue(key, "d_score_t_test_p_value", test.p_value, None, None, test.n))
+        rows.append(MetricValue(key, "d_score_t_statistic", test.statistic, None, None, test.n))
+    return rows
+
+
 def _outcome_shares(judgments: list[Judgment]) -> list[MetricValue]:
     counts = Counter(judgment.outcome for judgment in judgments)
     total = len(judgments)
@@ -94,6 +105,7 @@ def iat_metrics(judgments: list[Judgment], params: TaskParams) -> list[MetricVal
     return (
         _estimates("d_score", scores, params)
         + _p_values(scores, resamples, params.seed)
+        + _t_tests(scores)
         + _estimates("parse_success_rate", _grouped(judgments, parsed_only=False), params)
         + _outcome_shares(judgments)
     )

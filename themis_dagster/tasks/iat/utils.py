@@ -23,6 +23,7 @@ from themis_dagster.exchange import GenerationParams
 from themis_dagster.tasks.iat.aggregate import iat_metrics
 from themis_dagster.tasks.iat.dscore import association_counts, d_score
 from themis_dagster.tasks.iat.parser import ParsedReply, parse_reply
+from themis_dagster.tasks.iat.reference import ReferenceLexicon, default_lexicon, reference_score
 from themis_dagster.tasks.iat.stimuli import (
     MAIN_FILE,
     SYNONYM_FILE,
@@ -39,6 +40,12 @@ DatasetName = Literal[
     "career", "power", "science", "sexuality", "islam", "judaism", "buddhism",
     "disability", "eating", "mental_illness", "weight", "age",
 ]  # fmt: skip
+Scoring = Literal["project", "reference"]
+PromptStyle = Literal["project", "gpt4_scripts"]
+# The reference GPT-4 scripts (prompt/implicit/gpt4/<set>/*.py) send this system message and
+# leave the temperature at the API's default, 1.0.
+GPT4_SYSTEM_MESSAGE = "You are a helpful assistant."
+GPT4_API_TEMPERATURE = 1.0
 
 
 class Params(TaskParams):
@@ -51,6 +58,17 @@ class Params(TaskParams):
     min_coverage: float = Field(default=0.5, gt=0.0, le=1.0, description="Share of asked words a parsed reply places.")
     permutation_resamples: int = Field(default=10_000, ge=100, le=100_000)
     generation: GenerationParams = GenerationParams(max_tokens=256)
+    seed: int = Field(default=42, ge=0, description="The framework's statistics seed (bootstrap and permutations).")
+    scoring: Scoring = Field(
+        default="project",
+        description="project: tolerant parser, partial replies scored, unreadable ones dropped, valence per set; "
+        "reference: analysis/clean.ipynb exactly (see tasks/iat/reference.py).",
+    )
+    prompt_style: PromptStyle = Field(
+        default="project",
+        description="project: the user message alone at generation.temperature; gpt4_scripts: the reference "
+        "scripts' system message 'You are a helpful assistant.' at temperature 1.0 (the API default).",
+    )
 
     @field_validator("variations", "categories", "datasets")
     @classmethod
@@ -136,7 +154,12 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
             f"no template for variation(s) {', '.join(missing)}; templates: {', '.join(sorted(templates))}"
         )
     hashes = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in templates.items()}
-    gen_params = params.generation.model_dump(mode="json")
+    generation = params.generation
+    system: list[dict[str, str]] = []
+    if params.prompt_style == "gpt4_scripts":
+        generation = generation.model_copy(update={"temperature": GPT4_API_TEMPERATURE})
+        system = [{"role": "system", "content": GPT4_SYSTEM_MESSAGE}]
+    gen_params = generation.model_dump(mode="json")
     requests = []
     for item in items:
         variation = str(item.fields["variation"])
@@ -147,7 +170,7 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
                 item_id=item.item_id,
                 request_type="chat",
                 prompt=prompt,
-                messages=[{"role": "user", "content": prompt}],
+                messages=[*system, {"role": "user", "content": prompt}],
                 template=variation,
                 template_sha256=hashes[variation],
                 gen_params=gen_params,
@@ -207,16 +230,45 @@ def judge_reply(item: Item, text: str | None, error: str | None, min_coverage: f
     return Judgment(item.item_id, item.subset, outcome, score if usable else None, usable, detail)
 
 
+def judge_reference(item: Item, text: str | None, error: str | None, lexicon: ReferenceLexicon) -> Judgment:
+    """The published analysis's score (``scoring: reference``): every reply gets a D, 0 when discarded.
+
+    An engine failure is not a reply and gets no score (the notebook never saw one).
+    """
+    fields = item.fields
+    detail: dict[str, Any] = {key: fields.get(key) for key in ("category", "set", "variation", "iteration")}
+    detail |= {"group0": fields.get("group0"), "group1": fields.get("group1"), "scoring": "reference"}
+    if error is not None or text is None:
+        return Judgment(item.item_id, item.subset, "missing_response", None, False, detail | {"error": error})
+    scored = reference_score(text, lexicon)
+    if scored.unknown_labels:
+        outcome = "unknown_group"
+    elif scored.unknown_words:
+        outcome = "unknown_words"
+    else:
+        outcome = "ok" if scored.pairs else "no_pairs"
+    detail |= {
+        "pairs_read": scored.pairs,
+        "unknown_groups": scored.unknown_labels,
+        "unknown_words": scored.unknown_words,
+        "counts": scored.counts.as_dict(),
+        "d_score": scored.d_score,
+    }
+    return Judgment(item.item_id, item.subset, outcome, scored.d_score, outcome == "ok", detail)
+
+
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
     """One judgment per item (its single reply); a missing reply is ``missing_response``."""
     by_item = {response.item_id: response for response in responses}
+    lexicon = default_lexicon() if params.scoring == "reference" else None
     judgments = []
     for item in items:
         response = by_item.get(item.item_id)
-        if response is None:
-            judgments.append(judge_reply(item, None, "no response row", params.min_coverage))
+        text, error = (None, "no response row") if response is None else (response.text, response.error)
+        if lexicon is not None:
+            judgments.append(judge_reference(item, text, error, lexicon))
         else:
-            judgments.append(judge_reply(item, response.text, response.error, params.min_coverage))
+            judgments.append(judge_reply(item, text, error, params.min_coverage))
     return judgments
 
 
