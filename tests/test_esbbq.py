@@ -26,7 +26,7 @@ FOLDERS = {"esbbq": "data_es", "cabbq": "data_ca"}
 
 
 def _files(task: Any) -> dict[str, Path]:
-    return {name: MIRROR / "esbbq_cabbq" / FOLDERS[task.spec.task] / name for name in task.spec.files}
+    return {name: MIRROR / "esbbq_cabbq" / FOLDERS[task.spec.dataset] / name for name in task.spec.files}
 
 
 @requires_mirror
@@ -123,3 +123,23 @@ def test_equals_lm_eval(name: str, tmp_path: Path) -> None:
                 assert ours[(subset, metric)] is None
             else:
                 assert ours[(subset, metric)] == pytest.approx(expected, abs=1e-12), (subset, metric)
+
+
+@requires_mirror
+def test_generation_replies_are_read_or_counted() -> None:
+    """Letters, Spanish announcements and UNKNOWN wordings are read; an unreadable reply is counted, not fatal."""
+    from themis_dagster.exchange import GenerationParams
+
+    task = load_task("esbbq_generate", {"limit": 1, "categories": ["Age", "Gender", "SES", "Religion", "LGBTQIA"]})
+    items = task.module.load_items(_files(task), task.params)
+    replies = iter(["B", "La respuesta es A", "No sé.", "???", "C."])
+    requests = task.module.build_requests(items, task.params, task.templates)
+    assert "C. No hay suficiente información" in (requests[0].messages or [])[0]["content"]
+    responses = FakeEngine(reply=lambda prompt: next(replies)).chat(requests, GenerationParams())
+    judged = task.module.judge(items, requests, responses, task.params)
+    assert [j.detail.get("prediction") for j in judged] == [1, 0, 2, None, 2]
+    assert judged[3].outcome == "unparsed_no_answer"
+    rate = [
+        m for m in task.module.compute_metrics(judged, task.params) if m.metric == "unparsed_rate" and m.subset is None
+    ]
+    assert rate[0].value == pytest.approx(0.2)
