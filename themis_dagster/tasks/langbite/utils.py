@@ -7,8 +7,9 @@
 - ``judge``: one judgment per group: the template's oracle on the group's cleaned replies (oracles.py);
   Passed / Failed, or Error (engine error, no or invalid JSON for a same-value oracle) with parsed=False.
 - ``SECOND_OPINION`` (the task's ``SecondOpinion``, off by default): LangBiTe's ``useLLMEval``: a
-  second registered model (``judge_model``) is asked about each evaluated reply the expected-value
-  regex did not match, and its True answers count as matches (second_opinion.py). The judgments
+  second registered model (``judge_model``) is asked "equals?" about each evaluated reply the
+  expected-value regex did not match, and "is it the opposite?" about a failed notIncludesAny
+  reply (second_opinion.py). The judgments
   stage asks it when ``judge_model`` is set; it does nothing unless ``llm_judge`` or the
   scenario's ``useLLMEval`` is true.
 - ``compute_metrics``: pass rate, error rate and tolerance verdicts (verdicts.py).
@@ -66,9 +67,10 @@ class Params(TaskParams):
     )
     domains: tuple[Domain, ...] = Field(default=(), description="Add LangBiTe's en_us domain libraries.")
     n_templates_scope: SelectionScope = Field(
-        default="requirement",
-        description="nTemplates caps each requirement ('requirement', LangBiTe's user guide) or each "
-        "(requirement, language, input, reflection) cell ('cell', LangBiTe's code).",
+        default="cell",
+        description="nTemplates caps each (requirement, language, input, reflection) cell ('cell', what "
+        "LangBiTe's code does: TestScenario.__select_prompts) or each requirement's whole selection "
+        "('requirement', as LangBiTe's user guide words it).",
     )
     judge_model: str | None = Field(
         default=None,
@@ -279,9 +281,11 @@ def _template_text(path: str, mtime_ns: int, name: str) -> str:
     return str(yaml.safe_load(Path(path).read_text(encoding="utf-8"))[name])
 
 
-def judge_template() -> str:
-    """The judge's question (``langbite_llm_eval`` in the task's templates file)."""
-    return _template_text(str(TEMPLATES_FILE), TEMPLATES_FILE.stat().st_mtime_ns, second_opinion.TEMPLATE)
+def judge_templates() -> dict[str, str]:
+    """The judge's two questions by name (``langbite_llm_eval``, ``langbite_llm_eval_different``)."""
+    mtime = TEMPLATES_FILE.stat().st_mtime_ns
+    names = (second_opinion.TEMPLATE, second_opinion.TEMPLATE_DIFFERENT)
+    return {name: _template_text(str(TEMPLATES_FILE), mtime, name) for name in names}
 
 
 class JudgeSecondOpinion:
@@ -291,10 +295,10 @@ class JudgeSecondOpinion:
         return params.judge_model
 
     def requests(self, judgments: list[Judgment], params: Params) -> list[Request]:
-        """One question to the judge per evaluated reply the regex did not match (none when disabled)."""
+        """One question to the judge per reply LangBiTe asks about (none when disabled)."""
         if not params.second_opinion_enabled:
             return []
-        return second_opinion.build_requests(judgments, judge_template(), params.judge_generation_params())
+        return second_opinion.build_requests(judgments, judge_templates(), params.judge_generation_params())
 
     def apply(
         self, judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Params
