@@ -399,3 +399,92 @@ def test_spanish_and_catalan_use_their_communities_and_oracles():
     assert task.module.judge([group], asked, ok, task.params)[0].outcome == "passed"
     bad = [Response(asked[0].request_id, group.item_id, text="Sí, claro."), *ok[1:]]
     assert task.module.judge([group], asked, bad, task.params)[0].outcome == "failed"
+
+
+# --- nRetries: re-sending a prompt after an oracle failure -----------------------------------------------------
+
+
+def test_resend_names_oracle_failures_not_engine_errors(run):
+    """LangBiTe re-sends after any exception; the engine's errors are retried by the engine, the rest here."""
+    task, items, requests, judgments, _ = run
+    assert task.resend is utils_module().RESEND
+    errors = {j.item_id: j.outcome for j in judgments if not j.parsed}
+    assert errors == {"REQ_SEXISM/en_us/135": "error_no_json", "REQ_RELIGION/en_us/219": "error_engine_error"}
+    responses = [
+        Response(r.request_id, r.item_id, text=REPLIES[r.item_id][int(r.request_id.rsplit("#", 1)[1])])
+        for r in requests
+    ]
+    names = task.resend.to_resend(items, requests, responses, task.params)
+    assert names == ["REQ_SEXISM/en_us/135#0", "REQ_SEXISM/en_us/135#1"]  # the whole group, both instances
+    assert task.resend.rounds(task.params) == 0  # the example's nRetries 1: one attempt, no re-send
+    three = load_task("langbite_example", {**HAND_WORKED, "scenario": HAND_WORKED["scenario"] | {"nRetries": 3}})
+    assert three.resend is not None and three.resend.rounds(three.params) == 2
+
+
+def utils_module():
+    from themis_dagster.tasks.langbite import utils
+
+    return utils
+
+
+def _flaky_engine_resource():
+    """A fake engine that answers each JSON-asking prompt without JSON the first time, with JSON after."""
+    from themis_dagster.resources import FakeEngineResource
+
+    class FlakyJson(FakeEngineResource):
+        def _build(self, spec, weights):  # type: ignore[no-untyped-def]
+            seen: dict[str, int] = {}
+
+            def reply(prompt: str) -> str:
+                if '"probability" as key' not in prompt:
+                    return "No."
+                seen[prompt] = seen.get(prompt, 0) + 1
+                return "I cannot say." if seen[prompt] == 1 else '{"probability": 50.0}'
+
+            return FakeEngine(weights.path, reply=reply)
+
+    return FlakyJson()
+
+
+@pytest.mark.parametrize(("n_retries", "resent", "no_json"), [(1, 0, 5), (3, 11, 0)])
+def test_asset_chain_resends_after_an_oracle_failure(tmp_path, n_retries, resent, no_json):
+    """nRetries 1: the 5 same-value groups stay Error (no JSON); nRetries 3: their 11 requests are re-sent once."""
+    import duckdb
+    from dagster import DagsterInstance, materialize
+
+    from tests.conftest import make_resources, write_overrides
+    from themis_dagster.assets import evaluation_assets
+    from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
+    from themis_dagster.registry.models import DEFAULT_MODEL_ID
+
+    scenario = english_only() | {"nRetries": n_retries}
+    overrides = write_overrides(
+        tmp_path / "o.yaml", {"langbite_example": {"scenario": scenario, "n_templates_scope": "requirement"}}
+    )
+    warehouse = tmp_path / "w.duckdb"
+    resources = make_resources(warehouse, overrides)
+    resources["engine"] = _flaky_engine_resource()
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITION, [DEFAULT_MODEL_ID])
+        result = materialize(
+            evaluation_assets,
+            partition_key=evaluation_key(DEFAULT_MODEL_ID, "langbite_example"),
+            resources=resources,
+            instance=instance,
+        )
+    assert result.success
+    (materialization,) = [
+        m for m in result.asset_materializations_for_node("raw_responses")
+    ]  # one partition, one materialization
+    assert materialization.metadata["resent_unjudged"].value == resent
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        outcomes = dict(
+            conn.execute(
+                "SELECT outcome, count(*) FROM judgments WHERE task = 'langbite_example' GROUP BY outcome"
+            ).fetchall()
+        )
+        replies = conn.execute(
+            "SELECT count(*) FROM responses WHERE task = 'langbite_example' AND text LIKE '{%'"
+        ).fetchone()
+    assert outcomes.get("error_no_json", 0) == no_json
+    assert replies is not None and replies[0] == (11 if n_retries > 1 else 0)  # the re-sent answers replaced the old

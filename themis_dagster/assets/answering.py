@@ -22,6 +22,7 @@ from themis_dagster.engines.dispatch import DispatchStats, dispatch
 from themis_dagster.engines.fingerprint import cacheable, request_fingerprint
 from themis_dagster.exchange import Request, Response
 from themis_dagster.resources import WarehouseResource
+from themis_dagster.tasks.spec import Item, Resend
 from themis_dagster.warehouse import append_new, read_by_key
 from themis_dagster.warehouse.frames import rows_frame
 from themis_dagster.warehouse.tables import declared
@@ -113,3 +114,46 @@ def answer_requests(
                 stats.cached_now += append_new(conn, CACHE, rows_frame(CACHE, keep), "fingerprint")
         answered.update((r.request_id, r) for r in responses)
     return [answered[r.request_id] for r in requests], stats
+
+
+def answer_again(
+    resend: Resend,
+    params: Any,
+    items: list[Item],
+    requests: Sequence[Request],
+    answers: list[Response],
+    *,
+    engine: Callable[[], Engine],
+    warehouse: WarehouseResource,
+    model_id: str,
+    chunk_size: int,
+    retries: int,
+) -> tuple[list[Response], AnswerStats, int]:
+    """Send again what the task could not judge (its ``RESEND``), round by round; (answers, stats, re-sent).
+
+    Re-sent requests bypass the request cache (a cached answer would be the same reply again), and
+    their new answers are not cached either: the cache keeps the first answer, so a run killed
+    here repeats at most these rounds.
+    """
+    total, resent = AnswerStats(), 0
+    for _ in range(resend.rounds(params)):
+        wanted = set(resend.to_resend(items, list(requests), answers, params))
+        again = [request for request in requests if request.request_id in wanted]
+        if not again:
+            break
+        fresh, stats = answer_requests(
+            again,
+            engine=engine,
+            warehouse=warehouse,
+            model_id=model_id,
+            model_fingerprint=None,
+            chunk_size=chunk_size,
+            retries=retries,
+        )
+        total.dispatch.add(stats.dispatch)
+        total.sent += stats.sent
+        total.chunks += stats.chunks
+        replaced = {response.request_id: response for response in fresh}
+        answers = [replaced.get(answer.request_id, answer) for answer in answers]
+        resent += len(again)
+    return answers, total, resent

@@ -15,7 +15,7 @@ import polars as pl
 from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue
 
 from themis_dagster.assets import checks
-from themis_dagster.assets.answering import answer_requests
+from themis_dagster.assets.answering import answer_again, answer_requests
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, evaluation_asset
 from themis_dagster.assets.stage import preview, read_upstream, replace_stage, task_metadata
 from themis_dagster.concurrency import ENGINE_POOL
@@ -126,6 +126,26 @@ def raw_responses(
         chunk_size=themis.request_chunk_size,
         retries=task.params.retries(),
     )
+    resent = 0
+    if task.resend is not None and task.resend.rounds(task.params) > 0:
+        with warehouse.connect() as conn:
+            items = read_upstream(conn, "task_items", key, Item)
+        answers, again, resent = answer_again(
+            task.resend,
+            task.params,
+            items,
+            requests,
+            answers,
+            engine=lambda: engine.engine_for(spec, weights),
+            warehouse=warehouse,
+            model_id=key.model,
+            chunk_size=themis.request_chunk_size,
+            retries=task.params.retries(),
+        )
+        answering.dispatch.add(again.dispatch)
+        answering.sent += again.sent
+        answering.chunks += again.chunks
+        answering.dispatch.errors = sum(1 for answer in answers if answer.error)
     duration = time.perf_counter() - started
     stats = answering.dispatch
     info = engine.loaded_info() if answering.sent else None
@@ -177,6 +197,7 @@ def raw_responses(
             "tokens_per_second": round(stats.tokens_per_second, 1),
             "errors": stats.errors,
             "retried_requests": stats.retried,
+            "resent_unjudged": resent,
             "answers_reused": answering.reused,
             "requests_sent": answering.sent,
             "chunks_committed": answering.chunks,

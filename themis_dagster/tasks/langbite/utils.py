@@ -14,8 +14,14 @@
   scenario's ``useLLMEval`` is true.
 - ``compute_metrics``: pass rate, error rate and tolerance verdicts (verdicts.py).
 
+- ``RESEND``: LangBiTe's ``nRetries`` (``controllers/test_execution.py::__query_model``): a prompt is
+  executed and evaluated in one ``try``, and *any* exception, an oracle failure (a same-value reply
+  without JSON, invalid JSON, a missing key) included, re-sends the whole prompt (every instance) until
+  ``nRetries`` attempts are spent; then it is recorded as Error. Engine errors are re-sent per request by
+  the engine's retries (``Params.retries``); groups whose replies all arrived but the oracle could not
+  judge are re-sent here, whole, for ``nRetries - 1`` more rounds.
+
 Source: github SOM-Research/LangBiTe (MIT), ``langbite/`` package; see each module for the file.
-Retries on engine errors (``nRetries``) go through the engine's retries (``Params.retries``).
 """
 
 from __future__ import annotations
@@ -131,7 +137,7 @@ class Params(TaskParams):
         return self.generation.model_copy(update=update).model_dump(mode="json")
 
     def retries(self) -> int:
-        """LangBiTe's ``nRetries``: tries per prompt when the engine fails (so nRetries - 1 re-sends)."""
+        """LangBiTe's ``nRetries``: tries per request when the engine fails (so nRetries - 1 re-sends)."""
         return max(self.engine_retries, self._scenario.n_retries - 1)
 
     def generation_params(self) -> dict[str, Any]:
@@ -310,6 +316,33 @@ class JudgeSecondOpinion:
 
 
 SECOND_OPINION = JudgeSecondOpinion()
+
+
+ENGINE_REASONS = ("engine_error", "missing_response")
+"""Error reasons that are the engine's, re-sent by the engine's retries, not by ``RESEND``."""
+
+
+class OracleFailureResend:
+    """LangBiTe's re-send after an oracle failure, as the task's ``Resend``."""
+
+    def rounds(self, params: Params) -> int:
+        """``nRetries`` attempts in all: the first answers plus ``nRetries - 1`` re-sends."""
+        return params.scenario_model.n_retries - 1
+
+    def to_resend(
+        self, items: list[Item], requests: list[Request], responses: list[Response], params: Params
+    ) -> list[str]:
+        """Every request of each template group whose replies all arrived but whose oracle could not judge them."""
+        failed = {
+            judgment.item_id
+            for judgment in judge(items, requests, responses, params)
+            if judgment.detail.get("evaluation") == "Error"
+            and str(judgment.detail.get("reason", "")).split(":", 1)[0] not in ENGINE_REASONS
+        }
+        return [request.request_id for request in requests if request.item_id in failed]
+
+
+RESEND = OracleFailureResend()
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
