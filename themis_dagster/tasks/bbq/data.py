@@ -47,6 +47,11 @@ class BBQParams(TaskParams):
     limit: int | None = Field(
         default=None, ge=1, description="Items per category, sampled in whole 4-item question sets (None: all)."
     )
+    split_names: bool = Field(
+        default=True,
+        description="Report proper-name templates (question_index > 25) as '<Category> (names)', as "
+        "BBQ_calculate_bias_score.R does; false: one subset per category.",
+    )
 
     @field_validator("categories")
     @classmethod
