@@ -42,23 +42,33 @@ def ensure_model_registered(settings: Settings, model_id: str, origin: str) -> b
 
 
 def store_imported(
-    conn: object, model: str, task: str, imported: ImportedReplies, dataset_sha256: str
+    conn: object,
+    model: str,
+    task: str,
+    imported: ImportedReplies,
+    dataset_sha256: str,
+    finish_reason: str = "imported",
 ) -> dict[str, int]:
-    """Replace the (model, task) rows of the first three stages with the imported ones."""
+    """Replace the (model, task) rows of the first three stages with the imported ones (each table atomically).
+
+    ``finish_reason`` marks every reply as imported (a task may read a format's replies its own way).
+    """
     import duckdb
 
     assert isinstance(conn, duckdb.DuckDBPyConnection)
     # an imported reply is a chat reply's text (or error) and nothing else the engine would record
     responses = [
-        Response(r.request_id, r.item_id, text=r.text, error=r.error, request_type="chat", finish_reason="imported")
+        Response(r.request_id, r.item_id, text=r.text, error=r.error, request_type="chat", finish_reason=finish_reason)
         for r in imported.responses
     ]
     partition = {"model": model, "task": task}
     items = to_frame("task_items", imported.items, **partition, dataset_sha256=dataset_sha256)
+    prompts = to_frame("prompts", imported.requests, **partition)
+    replies = to_frame("responses", responses, **partition)
     return {
         "task_items": replace_partition(conn, "task_items", items, model, task),
-        "prompts": replace_partition(conn, "prompts", to_frame("prompts", imported.requests, **partition), model, task),
-        "responses": replace_partition(conn, "responses", to_frame("responses", responses, **partition), model, task),
+        "prompts": replace_partition(conn, "prompts", prompts, model, task),
+        "responses": replace_partition(conn, "responses", replies, model, task),
     }
 
 
