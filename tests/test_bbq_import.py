@@ -176,7 +176,6 @@ def test_cli_imports_and_scores_through_the_chain(env: Path, capsys: pytest.Capt
     args = ["import", "bbq", "--model", "unifiedqa-t5-11b-arc", "--column", ARC, *map(str, FILES)]
     assert main(args) == 0
     assert "into bbq_generate" in capsys.readouterr().out
-    assert main(args) == 0  # re-importing replaces the rows
     with duckdb.connect(str(env / "w.duckdb"), read_only=True) as conn:
         rows = conn.execute(
             "SELECT count(*) FROM judgments WHERE model = 'unifiedqa-t5-11b-arc' AND task = 'bbq_generate'"
