@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from themis_dagster.importers import ImportedReplies, ImportValidationError
-from themis_dagster.tasks.bbq.data import _item
+from themis_dagster.tasks.bbq.data import item_from_row
 from themis_dagster.tasks.bbq.groups import target_location, unknown_location
 from themis_dagster.tasks.spec import Item, Request, Response
 
@@ -103,7 +103,7 @@ def import_predictions(paths: Sequence[Path], column: str, request_for: Any) -> 
                 continue  # the script: filter(!(model=="baseline_qonly"&context_condition=="disambig"))
             if target_location(row) is None or unknown_location(row) is None:
                 continue  # no bias target: dropped by the metadata script (filter(!is.na(target_loc)))
-            kept.append((_item(row), row[column]))
+            kept.append((item_from_row(row), row[column]))
     if problems:
         raise ImportValidationError(problems)
     if not kept:
