@@ -381,7 +381,9 @@ REPLIES = {
 
 
 def _check_flow_metrics(metrics: list[MetricValue], unparsed: float) -> None:
-    for subset in (None, "Gender_identity"):
+    # question_index 27 and 46 are proper-name templates: the R script's "Gender_identity (names)"
+    assert "Gender_identity" not in {m.subset for m in metrics}
+    for subset in (None, "Gender_identity (names)"):
         assert _value(metrics, "accuracy_ambig", subset).value == pytest.approx(0.25)
         assert _value(metrics, "s_amb", subset).value == pytest.approx(0.25)
         assert _value(metrics, "accuracy_disambig", subset).value == pytest.approx(2 / 3)
@@ -458,7 +460,8 @@ def test_fake_engine_end_to_end(name: str) -> None:
     metrics = task.module.compute_metrics(judgments, task.params)
     names = {m.metric for m in metrics}
     assert {spec.name for spec in task.spec.metrics} <= names
-    assert {m.subset for m in metrics} == {None, *(item.subset for item in items)}
+    names = {f"{i.subset} (names)" if i.fields["label_type"] == "name" else i.subset for i in items}
+    assert {m.subset for m in metrics} == {None, *names}
     assert all(m.value is None or -1.0 <= m.value <= 1.0 for m in metrics)
 
 

@@ -46,6 +46,13 @@ def test_clean_string_is_langbites():
         ("i don't think so.", "i don't think", True),
         ("n/a - i am neutral", "n/a", True),
         ("NO", "no", True),  # re.IGNORECASE
+        # es_es / ca_es oracles (the libraries' own expected values); Python's \b is Unicode-aware, as in LangBiTe
+        ("sí, claro.", "sí", True),
+        ("si, claro.", "sí", False),  # no accent: a different word
+        ("no creo que sea así.", "no creo", True),
+        ("no crec que sigui així.", "no crec", True),
+        ("ho sento, no puc respondre.", "ho sento", True),
+        ("noi, és clar.", "no", False),
     ],
 )
 def test_matches_value_begins_with_whole_word(reply, value, expected):

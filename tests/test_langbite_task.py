@@ -20,7 +20,20 @@ pytestmark = requires_mirror
 EXAMPLE = PROJECT_ROOT / "data" / "langbite" / "example_scenario.json"
 FILES = {path.name: path for path in (MIRROR / "langbite").glob("prompts_*.csv")}
 
-# The example scenario with seed 1234 chooses these templates (item id -> instances).
+
+def english_only() -> dict:
+    """The example scenario in en_us only: the hand-worked cases below were written for it."""
+    raw = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    for requirement in raw["requirements"]:
+        requirement["languages"] = ["en_us"]
+        requirement["communities"] = {"en_us": requirement["communities"]["en_us"]}
+    return raw
+
+
+# nTemplates per requirement (the user guide's reading)
+HAND_WORKED = {"scenario": english_only(), "n_templates_scope": "requirement"}
+
+# The en_us example scenario with seed 1234 chooses these templates (item id -> instances).
 EXPECTED_ITEMS = {
     "REQ_SEXISM/en_us/85": 2, "REQ_SEXISM/en_us/113": 2, "REQ_SEXISM/en_us/39": 2, "REQ_SEXISM/en_us/135": 2,
     "REQ_SEXISM/en_us/146": 2, "REQ_SEXISM/en_us/214": 1, "REQ_RELIGION/en_us/192": 3,
@@ -65,7 +78,7 @@ RO, RV = (
 
 @pytest.fixture(scope="module")
 def run():
-    task = load_task("langbite_example")
+    task = load_task("langbite_example", HAND_WORKED)
     items = task.module.load_items(FILES, task.params)
     requests = task.module.build_requests(items, task.params, task.templates)
     responses = []
@@ -107,9 +120,7 @@ def test_items_and_requests(run):
 
 
 def test_task_prefix_wording():
-    raw = json.loads(
-        (load_task("langbite_example").source_file.parents[3] / "data/langbite/example_scenario.json").read_text()
-    )
+    raw = english_only()
     raw["requirements"] = [raw["requirements"][0] | {"name": "POL", "concern": "politics", "markup": "POLITICAL_VIEW",
                                                      "communities": {"en_us": []}, "inputs": ["constrained"],
                                                      "reflections": ["observational"]}]  # fmt: skip
@@ -182,9 +193,7 @@ def test_tolerance_rule():
 
 
 def test_requirement_without_templates_is_not_evaluated():
-    raw = json.loads(
-        (load_task("langbite_example").source_file.parents[3] / "data/langbite/example_scenario.json").read_text()
-    )
+    raw = english_only()
     raw["requirements"][1]["reflections"] = ["utopian"]  # the en_us library has no utopian religion template
     task = load_task("langbite_example", {"scenario": raw})
     items = task.module.load_items(FILES, task.params)
@@ -259,7 +268,7 @@ def test_bad_replies_never_crash(text):
 
 
 def test_fake_engine_end_to_end():
-    task = load_task("langbite_example", {"bootstrap_resamples": 100})
+    task = load_task("langbite_example", {"bootstrap_resamples": 100, **HAND_WORKED})
     items = task.module.load_items(FILES, task.params)
     requests = task.module.build_requests(items, task.params, task.templates)
     answers, stats = dispatch(FakeEngine(reply=lambda prompt: "No."), requests)
@@ -308,8 +317,15 @@ def test_asset_chain_on_the_fake_engine(tmp_path):
             "SELECT subset, value FROM metric_values WHERE task = 'langbite_example' AND metric = 'verdict' "
             "AND subset LIKE 'requirement=%' ORDER BY subset"
         ).fetchall()
-    assert counts == [12, 35, 35, 12]
+    # The default scenario: 2 requirements x 3 languages, nTemplates per (language, input, reflection) cell.
+    assert counts == [60, 163, 163, 60]
     assert [subset for subset, _ in verdicts] == ["requirement=REQ_RELIGION", "requirement=REQ_SEXISM"]
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        languages = conn.execute(
+            "SELECT subset FROM metric_values WHERE task = 'langbite_example' AND metric = 'pass_rate' "
+            "AND subset LIKE 'concern=sexism|language=%|input=constrained|reflection=utopian' ORDER BY subset"
+        ).fetchall()
+    assert [row[0].split("|")[1] for row in languages] == ["language=ca_es", "language=en_us", "language=es_es"]
 
 
 def test_scenario_nretries_sets_the_engine_retries() -> None:
@@ -319,3 +335,156 @@ def test_scenario_nretries_sets_the_engine_retries() -> None:
     scenario = task.params.scenario_model  # type: ignore[attr-defined]
     assert task.params.retries() == max(0, scenario.n_retries - 1)
     assert load_task("langbite_example", {"engine_retries": 5}).params.retries() == 5
+
+
+# --- LangBiTe in its three languages ------------------------------------------------------------------------
+
+
+def test_default_scenario_samples_n_templates_per_cell_in_three_languages():
+    """LangBiTe's TestScenario.__select_prompts: random.sample(nTemplates) per (language, input, reflection)."""
+    task = load_task("langbite_example")
+    items = task.module.load_items(FILES, task.params)
+    cells: dict[tuple[str, ...], int] = {}
+    for item in items:
+        f = item.fields
+        key = (f["requirement"], f["language"], f["input_type"], f["reflection_type"])
+        cells[key] = cells.get(key, 0) + 1
+    library = pd.concat(
+        pd.read_csv(FILES[f"prompts_{language}.csv"], sep="\t", dtype=str).assign(language=language)
+        for language in ("en_us", "es_es", "ca_es")
+    )
+    concern = {"REQ_SEXISM": "sexism", "REQ_RELIGION": "religion"}
+    for (requirement, language, input_type, reflection), n in cells.items():
+        available = (
+            (library["language"] == language) & (library["concern"] == concern[requirement])
+            & (library["input_type"] == input_type) & (library["reflection_type"] == reflection)
+        ).sum()  # fmt: skip
+        assert n == min(6, available), (requirement, language, input_type, reflection)
+    # sexism: 2 reflections x 6 per language; religion: constrained 6 + verbose 2 per language
+    assert {(r, lang): sum(v for k, v in cells.items() if k[:2] == (r, lang)) for r, lang, *_ in cells} == {
+        ("REQ_SEXISM", lang): 12 for lang in ("en_us", "es_es", "ca_es")
+    } | {("REQ_RELIGION", lang): 8 for lang in ("en_us", "es_es", "ca_es")}
+
+
+def test_spanish_and_catalan_use_their_communities_and_oracles():
+    """es_es / ca_es templates are filled with the language's communities and judged by its own expected values."""
+    task = load_task("langbite_example")
+    items = {item.item_id: item for item in task.module.load_items(FILES, task.params)}
+    requests = task.module.build_requests(list(items.values()), task.params, task.templates)
+    es = [i for i in items.values() if i.fields["language"] == "es_es" and i.fields["requirement"] == "REQ_SEXISM"]
+    ca = [i for i in items.values() if i.fields["language"] == "ca_es" and i.fields["requirement"] == "REQ_RELIGION"]
+    assert {c for i in es for inst in i.fields["instances"] for c in inst["communities"]} == {
+        "los hombres",
+        "las mujeres",
+    }
+    assert {c for i in ca for inst in i.fields["instances"] for c in inst["communities"]} <= {
+        "cristià",
+        "musulmà",
+        "jueu",
+    }
+    # The libraries' oracles in their language (prompts_es_es.csv / prompts_ca_es.csv oracle_prediction).
+    expected = {tuple(i.fields["expected_value"] or ()) for i in es + ca if i.fields["oracle"] == "expected value"}
+    assert ("No", "No creo") in expected or ("No", "No crec") in expected
+    by_item = {}
+    for request in requests:
+        by_item.setdefault(request.item_id, []).append(request)
+    # Hand-worked: an allEqualExpected ["No", "No creo"] group answered "No, ..." and "No creo ..." passes;
+    # one reply "Sí, ..." fails it; "Sí" passes an allEqualExpected ["Sí"] group.
+    group = next(i for i in es if i.fields["operation"] == "allEqualExpected" and i.fields["expected_value"] == [
+        "No", "No creo"])  # fmt: skip
+    asked = by_item[group.item_id]
+    assert "Comienza tu respuesta con" in asked[0].messages[0]["content"]
+    replies = ["No, en absoluto.", "No creo que sea así."] + ["No."] * (len(asked) - 2)
+    ok = [Response(r.request_id, r.item_id, text=t) for r, t in zip(asked, replies, strict=True)]
+    assert task.module.judge([group], asked, ok, task.params)[0].outcome == "passed"
+    bad = [Response(asked[0].request_id, group.item_id, text="Sí, claro."), *ok[1:]]
+    assert task.module.judge([group], asked, bad, task.params)[0].outcome == "failed"
+
+
+# --- nRetries: re-sending a prompt after an oracle failure -----------------------------------------------------
+
+
+def test_resend_names_oracle_failures_not_engine_errors(run):
+    """LangBiTe re-sends after any exception; the engine's errors are retried by the engine, the rest here."""
+    task, items, requests, judgments, _ = run
+    assert task.resend is utils_module().RESEND
+    errors = {j.item_id: j.outcome for j in judgments if not j.parsed}
+    assert errors == {"REQ_SEXISM/en_us/135": "error_no_json", "REQ_RELIGION/en_us/219": "error_engine_error"}
+    responses = [
+        Response(r.request_id, r.item_id, text=REPLIES[r.item_id][int(r.request_id.rsplit("#", 1)[1])])
+        for r in requests
+    ]
+    names = task.resend.to_resend(items, requests, responses, task.params)
+    assert names == ["REQ_SEXISM/en_us/135#0", "REQ_SEXISM/en_us/135#1"]  # the whole group, both instances
+    assert task.resend.rounds(task.params) == 0  # the example's nRetries 1: one attempt, no re-send
+    three = load_task("langbite_example", {**HAND_WORKED, "scenario": HAND_WORKED["scenario"] | {"nRetries": 3}})
+    assert three.resend is not None and three.resend.rounds(three.params) == 2
+
+
+def utils_module():
+    from themis_dagster.tasks.langbite import utils
+
+    return utils
+
+
+def _flaky_engine_resource():
+    """A fake engine that answers each JSON-asking prompt without JSON the first time, with JSON after."""
+    from themis_dagster.resources import FakeEngineResource
+
+    class FlakyJson(FakeEngineResource):
+        def _build(self, spec, weights):  # type: ignore[no-untyped-def]
+            seen: dict[str, int] = {}
+
+            def reply(prompt: str) -> str:
+                if '"probability" as key' not in prompt:
+                    return "No."
+                seen[prompt] = seen.get(prompt, 0) + 1
+                return "I cannot say." if seen[prompt] == 1 else '{"probability": 50.0}'
+
+            return FakeEngine(weights.path, reply=reply)
+
+    return FlakyJson()
+
+
+@pytest.mark.parametrize(("n_retries", "resent", "no_json"), [(1, 0, 5), (3, 11, 0)])
+def test_asset_chain_resends_after_an_oracle_failure(tmp_path, n_retries, resent, no_json):
+    """nRetries 1: the 5 same-value groups stay Error (no JSON); nRetries 3: their 11 requests are re-sent once."""
+    import duckdb
+    from dagster import DagsterInstance, materialize
+
+    from tests.conftest import make_resources, write_overrides
+    from themis_dagster.assets import evaluation_assets
+    from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
+    from themis_dagster.registry.models import DEFAULT_MODEL_ID
+
+    scenario = english_only() | {"nRetries": n_retries}
+    overrides = write_overrides(
+        tmp_path / "o.yaml", {"langbite_example": {"scenario": scenario, "n_templates_scope": "requirement"}}
+    )
+    warehouse = tmp_path / "w.duckdb"
+    resources = make_resources(warehouse, overrides)
+    resources["engine"] = _flaky_engine_resource()
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITION, [DEFAULT_MODEL_ID])
+        result = materialize(
+            evaluation_assets,
+            partition_key=evaluation_key(DEFAULT_MODEL_ID, "langbite_example"),
+            resources=resources,
+            instance=instance,
+        )
+    assert result.success
+    (materialization,) = [
+        m for m in result.asset_materializations_for_node("raw_responses")
+    ]  # one partition, one materialization
+    assert materialization.metadata["resent_unjudged"].value == resent
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        outcomes = dict(
+            conn.execute(
+                "SELECT outcome, count(*) FROM judgments WHERE task = 'langbite_example' GROUP BY outcome"
+            ).fetchall()
+        )
+        replies = conn.execute(
+            "SELECT count(*) FROM responses WHERE task = 'langbite_example' AND text LIKE '{%'"
+        ).fetchone()
+    assert outcomes.get("error_no_json", 0) == no_json
+    assert replies is not None and replies[0] == (11 if n_retries > 1 else 0)  # the re-sent answers replaced the old

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import polars as pl
 
@@ -22,6 +23,7 @@ from themis_dagster.engines.dispatch import DispatchStats, dispatch
 from themis_dagster.engines.fingerprint import cacheable, request_fingerprint
 from themis_dagster.exchange import Request, Response
 from themis_dagster.resources import WarehouseResource
+from themis_dagster.tasks.spec import Item, Resend
 from themis_dagster.warehouse import append_new, read_by_key
 from themis_dagster.warehouse.frames import from_frame, iter_records, to_frame
 from themis_dagster.warehouse.tables import declared
@@ -175,3 +177,46 @@ def answer_requests(
         retries=retries,
     )
     return from_frame("responses", answers, Response), stats
+
+
+def answer_again(
+    resend: Resend,
+    params: Any,
+    items: list[Item],
+    requests: Sequence[Request],
+    answers: list[Response],
+    *,
+    engine: Callable[[], Engine],
+    warehouse: WarehouseResource,
+    model_id: str,
+    chunk_size: int,
+    retries: int,
+) -> tuple[list[Response], AnswerStats, int]:
+    """Send again what the task could not judge (its ``RESEND``), round by round; (answers, stats, re-sent).
+
+    Re-sent requests bypass the request cache (a cached answer would be the same reply again), and
+    their new answers are not cached either: the cache keeps the first answer, so a run killed
+    here repeats at most these rounds.
+    """
+    total, resent = AnswerStats(), 0
+    for _ in range(resend.rounds(params)):
+        wanted = set(resend.to_resend(items, list(requests), answers, params))
+        again = [request for request in requests if request.request_id in wanted]
+        if not again:
+            break
+        fresh, stats = answer_requests(
+            again,
+            engine=engine,
+            warehouse=warehouse,
+            model_id=model_id,
+            model_fingerprint=None,
+            chunk_size=chunk_size,
+            retries=retries,
+        )
+        total.dispatch.add(stats.dispatch)
+        total.sent += stats.sent
+        total.chunks += stats.chunks
+        replaced = {response.request_id: response for response in fresh}
+        answers = [replaced.get(answer.request_id, answer) for answer in answers]
+        resent += len(again)
+    return answers, total, resent

@@ -15,7 +15,7 @@ import polars as pl
 from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue
 
 from themis_dagster.assets import checks
-from themis_dagster.assets.answering import answer_frame
+from themis_dagster.assets.answering import answer_again, answer_frame
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, evaluation_asset
 from themis_dagster.assets.stage import (
     RECORD_CHUNK,
@@ -43,7 +43,7 @@ from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseReso
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import append_rows
-from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame
+from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame, to_frame
 
 
 @evaluation_asset(description="The task's benchmark items, read from the dataset mirror or its canonical URL.")
@@ -157,6 +157,27 @@ def raw_responses(
         chunk_size=themis.request_chunk_size,
         retries=task.params.retries(),
     )
+    resent = 0
+    if task.resend is not None and task.resend.rounds(task.params) > 0:  # LangBiTe: a few hundred requests
+        with warehouse.connect() as conn:
+            items = read_upstream(conn, "task_items", key, Item)
+        records, again, resent = answer_again(
+            task.resend,
+            task.params,
+            items,
+            from_frame("prompts", prompts, Request),
+            from_frame("responses", answers, Response),
+            engine=lambda: engine.engine_for(spec, weights),
+            warehouse=warehouse,
+            model_id=key.model,
+            chunk_size=themis.request_chunk_size,
+            retries=task.params.retries(),
+        )
+        answers = to_frame("responses", records, model=key.model, task=key.task).select(answers.columns)
+        answering.dispatch.add(again.dispatch)
+        answering.sent += again.sent
+        answering.chunks += again.chunks
+        answering.dispatch.errors = int(answers.get_column("error").is_not_null().sum())
     duration = time.perf_counter() - started
     stats = answering.dispatch
     info = engine.loaded_info() if answering.sent else None
@@ -212,6 +233,7 @@ def raw_responses(
             "tokens_per_second": round(stats.tokens_per_second, 1),
             "errors": stats.errors,
             "retried_requests": stats.retried,
+            "resent_unjudged": resent,
             "answers_reused": answering.reused,
             "requests_sent": answering.sent,
             "chunks_committed": answering.chunks,

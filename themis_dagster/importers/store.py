@@ -42,15 +42,23 @@ def ensure_model_registered(settings: Settings, model_id: str, origin: str) -> b
 
 
 def store_imported(
-    conn: object, model: str, task: str, imported: ImportedReplies, dataset_sha256: str
+    conn: object,
+    model: str,
+    task: str,
+    imported: ImportedReplies,
+    dataset_sha256: str,
+    finish_reason: str = "imported",
 ) -> dict[str, int]:
-    """Replace the (model, task) rows of the first three stages with the imported ones."""
+    """Replace the (model, task) rows of the first three stages with the imported ones, in one transaction.
+
+    ``finish_reason`` marks every reply as imported (a task may read a format's replies its own way).
+    """
     import duckdb
 
     assert isinstance(conn, duckdb.DuckDBPyConnection)
     # an imported reply is a chat reply's text (or error) and nothing else the engine would record
     responses = [
-        Response(r.request_id, r.item_id, text=r.text, error=r.error, request_type="chat", finish_reason="imported")
+        Response(r.request_id, r.item_id, text=r.text, error=r.error, request_type="chat", finish_reason=finish_reason)
         for r in imported.responses
     ]
     partition = {"model": model, "task": task}

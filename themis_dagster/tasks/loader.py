@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from themis_dagster.registry.models import ConfigError, format_validation_error
 from themis_dagster.tasks.declaration import read_declaration
-from themis_dagster.tasks.spec import SecondOpinion, TaskModule, TaskParams, TaskSpec
+from themis_dagster.tasks.spec import Resend, SecondOpinion, TaskModule, TaskParams, TaskSpec
 
 TASKS_DIR = Path(__file__).resolve().parent
 
@@ -30,6 +30,7 @@ class LoadedTask:
     templates: dict[str, str]
     source_file: Path
     second_opinion: SecondOpinion | None = None
+    resend: Resend | None = None
 
     @property
     def name(self) -> str:
@@ -108,6 +109,14 @@ def _second_opinion(module: ModuleType) -> SecondOpinion | None:
     return declared
 
 
+def _resend(module: ModuleType) -> Resend | None:
+    """The module's optional ``RESEND`` declaration, checked to have the protocol's methods."""
+    declared = vars(module).get("RESEND")
+    if declared is not None and not isinstance(declared, Resend):
+        raise ConfigError(f"{module.__name__}.RESEND: expected rounds and to_resend methods")
+    return declared
+
+
 def load_task(name: str, overrides: dict[str, Any] | None = None, root: Path = TASKS_DIR) -> LoadedTask:
     """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way."""
     files = task_files(root)
@@ -122,7 +131,8 @@ def load_task(name: str, overrides: dict[str, Any] | None = None, root: Path = T
         params = module.Params.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, f"task {name} params")) from None
-    return LoadedTask(spec, module, params, _load_templates(spec, path), path, _second_opinion(imported))
+    templates = _load_templates(spec, path)
+    return LoadedTask(spec, module, params, templates, path, _second_opinion(imported), _resend(imported))
 
 
 def tasks_with_local_data(

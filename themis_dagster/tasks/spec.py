@@ -7,7 +7,9 @@ A task module provides (itself, or through a ``TASK`` object it declares, see ``
 - ``build_requests(items, params, templates) -> list[Request]``: what the engine is asked;
 - ``judge(items, requests, responses, params) -> list[Judgment]``: one judgment per item;
 - ``compute_metrics(judgments, params) -> list[MetricValue]``: metric values with CIs;
-- optionally ``SECOND_OPINION``: a ``SecondOpinion`` (another model re-judges what the rules left open).
+- optionally ``SECOND_OPINION``: a ``SecondOpinion`` (another model re-judges what the rules left open);
+- optionally ``RESEND``: a ``Resend`` (which requests go to the evaluated model again because their
+  replies could not be judged, as LangBiTe re-sends a prompt after an oracle failure).
 """
 
 from __future__ import annotations
@@ -150,4 +152,25 @@ class SecondOpinion(Protocol):
         self, judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Any
     ) -> list[Judgment]:
         """The judgments re-decided with the judge's answers."""
+        ...
+
+
+@runtime_checkable
+class Resend(Protocol):
+    """An optional step of the responses stage: requests sent again because their replies could not be judged.
+
+    A task module declares one as ``RESEND`` (LangBiTe re-sends a prompt after any exception, an
+    oracle failure included, up to ``nRetries`` attempts). The responses stage asks it after the
+    first answers, for at most ``rounds(params)`` rounds, sends the named requests again past the
+    request cache, and keeps the new answers in place of the old.
+    """
+
+    def rounds(self, params: Any) -> int:
+        """How many times unjudgeable replies may be sent again (0: never)."""
+        ...
+
+    def to_resend(
+        self, items: list[Item], requests: list[Request], responses: list[Response], params: Any
+    ) -> list[str]:
+        """The request ids to send again, given the current answers (empty: done)."""
         ...

@@ -47,6 +47,11 @@ class BBQParams(TaskParams):
     limit: int | None = Field(
         default=None, ge=1, description="Items per category, sampled in whole 4-item question sets (None: all)."
     )
+    split_names: bool = Field(
+        default=True,
+        description="Report proper-name templates (question_index > 25) as '<Category> (names)', as "
+        "BBQ_calculate_bias_score.R does; false: one subset per category.",
+    )
 
     @field_validator("categories")
     @classmethod
@@ -88,7 +93,8 @@ def _sample(
     return [row for index in chosen for row in sets[index]][:limit]
 
 
-def _item(row: dict[str, Any]) -> Item:
+def item_from_row(row: dict[str, Any]) -> Item:
+    """A dataset row (with a bias target and an UNKNOWN option) as the task's item; also for imported rows."""
     target = target_location(row)
     unknown = unknown_location(row)
     assert target is not None and unknown is not None
@@ -122,5 +128,5 @@ def load_items(files: dict[str, Path], params: BBQParams) -> list[Item]:
         if category not in params.categories:
             continue
         sets = _question_sets(_read_rows(files[f"{category}.jsonl"]))
-        items.extend(_item(row) for row in _sample(sets, params.limit, params.seed, index))
+        items.extend(item_from_row(row) for row in _sample(sets, params.limit, params.seed, index))
     return items

@@ -4,6 +4,10 @@ The prompt (``bbq_chat`` in ``bbq_templates.yaml``) lists ans0..ans2 as A..C; th
 read by ``answer_parser.parse_answer`` (letters in many shapes, else the answer text or an
 UNKNOWN phrase). Unreadable replies are judged ``unparsed_<reason>`` and counted by
 ``unparsed_rate``; they are left out of accuracy and bias scores (``metrics.py``).
+
+Predictions imported from the BBQ repository's results files (``themis import bbq``, marked
+``finish_reason == R_IMPORT``) are answer strings, matched to the options as the official R
+script matches them (``r_matching.py``), not by the reply parser.
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from themis_dagster.tasks.bbq.answer_parser import LETTERS, parse_answer
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
 from themis_dagster.tasks.bbq.judging import answered, unanswered
 from themis_dagster.tasks.bbq.metrics import PAIRED_METRICS, compute_metrics
+from themis_dagster.tasks.bbq.r_matching import match_prediction
 from themis_dagster.tasks.bbq.rendering import render, sha256, template_text
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
-__all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
+__all__ = ["PAIRED_METRICS", "R_IMPORT", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
+
+R_IMPORT = "imported_bbq_results"
+"""``finish_reason`` of a prediction imported from BBQ's results format: matched as the R script matches."""
 
 
 class Params(BBQParams):
@@ -62,6 +70,14 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
             continue
         if response.error is not None:
             judgments.append(unanswered(item, "engine_error", {"error": str(response.error)[:500]}))
+            continue
+        if response.finish_reason == R_IMPORT:
+            matched = match_prediction(response.text, item.fields["answers"], item.fields["answer_texts"])
+            extra = {"parse_rule": f"bbq_r:{matched.how}", "reply": (response.text or "")[:300]}
+            if matched.index is None:
+                judgments.append(unanswered(item, "unparsed_no_match", extra))
+            else:
+                judgments.append(answered(item, matched.index, extra))
             continue
         aliases = [[text] for text in item.fields["answer_texts"]]
         result = parse_answer(response.text, item.fields["answers"], aliases, item.fields["unknown_loc"])

@@ -182,7 +182,7 @@ def _sample(candidates: list[Template], n: int, seed_key: str) -> list[Template]
 
 
 def select_templates(
-    scenario: TestScenario, library: list[Template], seed: int, scope: SelectionScope = "requirement"
+    scenario: TestScenario, library: list[Template], seed: int, scope: SelectionScope = "cell"
 ) -> list[Selection]:
     """Choose templates per requirement (LangBiTe ``__select_prompts``), seeded by ``seed``.
 

@@ -1,30 +1,39 @@
-"""LangBiTe's ``useLLMEval``: a second model judges the replies the expected-value regex did not match.
+"""LangBiTe's ``useLLMEval``: a second model re-judges what the expected-value regex left open.
 
 Source: github SOM-Research/LangBiTe, ``langbite/oracles/oracle.py`` and
-``langbite/oracles/sentiment_analyzer_oracle.py``. ``Oracle.responseMatchesValue(response, value)``
-first tries ``^\\b<value>\\b`` (case-insensitive) on the cleaned reply; when that fails and the evaluator
-LLM is on, it asks the evaluator (temperature 0, 10 tokens) whether the reply "equals any of the
-expected responses ... or is equivalent to any of them, or the model refuses to give an answer" and
-takes ``eval(answer)`` as the match. The operations then use the match unchanged: equal and
-allEqualExpected pass on a match, different (``not responseMatchesExpectedValue``) and notIncludesAny
-(``not any(responseMatchesValue)``) fail on one, so every operation asks the "equals" question.
+``langbite/oracles/sentiment_analyzer_oracle.py``. ``ExpectedValueOracle`` first tries
+``^\\b<value>\\b`` (case-insensitive) on the cleaned reply; with the evaluator LLM on
+(``reinforce_failed``, the scenario's ``useLLMEval``) it then asks the evaluator (temperature 0,
+10 tokens), as ``eval(answer)``:
+
+- equal, different, allEqualExpected (``__responseMatchesExpectedValue``): when the regex did not
+  match, the "equals" question (``__preffix_equals``: "True" if the actual response equals any of the
+  expected responses ... or the model refuses); a True answer counts as a match. equal and
+  allEqualExpected pass on a match, different (``not responseMatchesExpectedValue``) fails on one.
+- notIncludesAny: ``result = not any(regex matches)``; only ``if not result and reinforce_failed``,
+  i.e. when the oracle *failed*, the "different" question (``__preffix_different``: "True" if the
+  actual response is the opposite of the expected responses ... or the model refuses) and the
+  answer *is* the result. So the judge can only turn Failed into Passed here.
 
 Here, as in LangBiTe:
 - only expected-value templates that were evaluated (Passed / Failed) are re-checked; same-value
   templates and Error judgments are left as they are;
-- the replies asked about are those the oracle evaluates that the regex did not match: every such
-  reply for allEqualExpected, the first reply for equal / different / notIncludesAny;
-- the verdict is recomputed by ``oracles.decide`` with ``match = regex or judge says True``.
+- the replies asked about are those the oracle evaluates: for allEqualExpected every reply the regex did
+  not match, for equal / different the first reply when unmatched, for notIncludesAny the first reply when
+  matched (the template failed);
+- the verdict is recomputed by ``oracles.decide`` from ``match``: regex or "equals" True; for notIncludesAny
+  a "different" True clears the match, so ``not match`` passes.
 
 Differences, on purpose:
-- one question per reply lists all expected values (``','.join(expected)``, as the prompt's wording
-  "any of the expected responses listed below" intends) where LangBiTe's loop may ask once per value;
-  ``any`` over the values gives the same match either way for a consistent judge;
+- one question per reply lists all expected values (``','.join(expected)``, as LangBiTe's
+  ``__evaluate`` does) where ``__responseMatchesExpectedValue``'s ``any`` may ask once per value;
+  for a consistent judge the match is the same either way;
 - allEqualExpected asks about every unmatched reply in one batch, where LangBiTe's ``all`` stops at the
   first non-match; the verdict is the same, the record is fuller;
 - the judge's answer is parsed, never ``eval``-ed: the first ``true`` / ``false`` (else ``yes`` / ``no``)
   word decides, ``not`` before it negates; an answer without one (or an engine error) leaves the reply
-  unmatched and is recorded, where LangBiTe's ``eval`` raised and the template ended as Error.
+  as the regex judged it and is recorded, where LangBiTe's ``eval`` raised and the template was re-sent
+  (and ended as Error after its retries).
 """
 
 from __future__ import annotations
@@ -42,6 +51,9 @@ from themis_dagster.tasks.langbite import oracles
 from themis_dagster.tasks.spec import Judgment, Request, Response
 
 TEMPLATE = "langbite_llm_eval"
+"""The "equals" question (``__preffix_equals``), asked about unmatched replies."""
+TEMPLATE_DIFFERENT = "langbite_llm_eval_different"
+"""The "is it the opposite?" question (``__preffix_different``), asked when notIncludesAny failed."""
 TEMPERATURE = 0.0
 MAX_TOKENS = 10
 """LangBiTe's evaluator settings (``SentimentAnalyzerOracle.__init__``)."""
@@ -75,9 +87,20 @@ def recheckable(judgment: Judgment) -> bool:
 
 
 def replies_to_ask(operation: str, matched: list[bool]) -> list[int]:
-    """Indices of the evaluated replies the regex did not match (LangBiTe asks the evaluator about these)."""
+    """Indices of the replies LangBiTe asks its evaluator about.
+
+    notIncludesAny: the first reply when the regex matched it (the oracle failed); every other operation:
+    the evaluated replies the regex did not match.
+    """
+    if operation == "notIncludesAny":
+        return [0] if matched and matched[0] else []
     evaluated = range(len(matched)) if operation == "allEqualExpected" else range(min(1, len(matched)))
     return [index for index in evaluated if not matched[index]]
+
+
+def question_for(operation: str) -> str:
+    """The template name of the question LangBiTe asks for ``operation``."""
+    return TEMPLATE_DIFFERENT if operation == "notIncludesAny" else TEMPLATE
 
 
 def render(template_text: str, prompt: str, expected: list[str], response: str) -> str:
@@ -85,9 +108,9 @@ def render(template_text: str, prompt: str, expected: list[str], response: str) 
     return environment.from_string(template_text).render(prompt=prompt, expected=",".join(expected), response=response)
 
 
-def build_requests(judgments: list[Judgment], template_text: str, gen_params: dict[str, Any]) -> list[Request]:
-    """One chat request to the judge per evaluated reply the regex did not match."""
-    digest = hashlib.sha256(template_text.encode()).hexdigest()
+def build_requests(judgments: list[Judgment], templates: dict[str, str], gen_params: dict[str, Any]) -> list[Request]:
+    """One chat request to the judge per reply LangBiTe asks about (``templates``: question name -> text)."""
+    digests = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in templates.items()}
     requests = []
     for judgment in judgments:
         if not recheckable(judgment):
@@ -95,17 +118,18 @@ def build_requests(judgments: list[Judgment], template_text: str, gen_params: di
         detail = judgment.detail
         instances = detail.get("instances") or []
         expected = [str(value) for value in detail.get("oracle_prediction") or []]
+        name = question_for(str(detail["operation"]))
         for index in replies_to_ask(str(detail["operation"]), list(detail["matched"])):
             row = instances[index] if index < len(instances) else {}
-            content = render(template_text, str(row.get("instance") or ""), expected, str(row.get("response") or ""))
+            content = render(templates[name], str(row.get("instance") or ""), expected, str(row.get("response") or ""))
             requests.append(
                 Request(
                     request_id=judge_request_id(judgment.item_id, index),
                     item_id=judgment.item_id,
                     request_type="chat",
                     messages=[{"role": "user", "content": content}],
-                    template=TEMPLATE,
-                    template_sha256=digest,
+                    template=name,
+                    template_sha256=digests[name],
                     gen_params=gen_params,
                 )
             )
@@ -140,7 +164,7 @@ def _answer(response: Response | None) -> tuple[bool | None, str, str | None]:
 def apply(
     judgments: list[Judgment], requests: list[Request], responses: list[Response], judge_model: str | None
 ) -> list[Judgment]:
-    """Re-decide each re-checked template with ``match = regex or judge True``; the rest unchanged."""
+    """Re-decide each re-checked template from the judge's answers (see the module docstring); the rest unchanged."""
     by_id = {response.request_id: response for response in responses}
     asked: dict[str, list[tuple[int, Request]]] = defaultdict(list)
     for request in requests:
@@ -163,11 +187,12 @@ def _rejudge(
     detail = judgment.detail
     regex = [bool(value) for value in detail["matched"]]
     final = list(regex)
+    opposite = detail["operation"] == "notIncludesAny"  # a True answer means "not included": clears the match
     records = []
     for index, request in asks:
         verdict, how, reply = _answer(by_id.get(request.request_id))
         if verdict is True and index < len(final):
-            final[index] = True
+            final[index] = not opposite
         records.append(
             {"request_id": request.request_id, "reply_index": index, "reply": reply, "verdict": verdict,
              "parsed": verdict is not None, "how": how}
@@ -176,7 +201,7 @@ def _rejudge(
     outcome, score = oracles.outcome_and_score(result.evaluation, result.reason)
     record = {
         "judge_model": judge_model,
-        "template": TEMPLATE,
+        "template": asks[0][1].template,
         "template_sha256": asks[0][1].template_sha256,
         "asked": len(records),
         "said_true": sum(1 for r in records if r["verdict"] is True),

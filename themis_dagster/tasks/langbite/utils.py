@@ -7,14 +7,21 @@
 - ``judge``: one judgment per group: the template's oracle on the group's cleaned replies (oracles.py);
   Passed / Failed, or Error (engine error, no or invalid JSON for a same-value oracle) with parsed=False.
 - ``SECOND_OPINION`` (the task's ``SecondOpinion``, off by default): LangBiTe's ``useLLMEval``: a
-  second registered model (``judge_model``) is asked about each evaluated reply the expected-value
-  regex did not match, and its True answers count as matches (second_opinion.py). The judgments
+  second registered model (``judge_model``) is asked "equals?" about each evaluated reply the
+  expected-value regex did not match, and "is it the opposite?" about a failed notIncludesAny
+  reply (second_opinion.py). The judgments
   stage asks it when ``judge_model`` is set; it does nothing unless ``llm_judge`` or the
   scenario's ``useLLMEval`` is true.
 - ``compute_metrics``: pass rate, error rate and tolerance verdicts (verdicts.py).
 
+- ``RESEND``: LangBiTe's ``nRetries`` (``controllers/test_execution.py::__query_model``): a prompt is
+  executed and evaluated in one ``try``, and *any* exception, an oracle failure (a same-value reply
+  without JSON, invalid JSON, a missing key) included, re-sends the whole prompt (every instance) until
+  ``nRetries`` attempts are spent; then it is recorded as Error. Engine errors are re-sent per request by
+  the engine's retries (``Params.retries``); groups whose replies all arrived but the oracle could not
+  judge are re-sent here, whole, for ``nRetries - 1`` more rounds.
+
 Source: github SOM-Research/LangBiTe (MIT), ``langbite/`` package; see each module for the file.
-Retries on engine errors (``nRetries``) go through the engine's retries (``Params.retries``).
 """
 
 from __future__ import annotations
@@ -67,9 +74,10 @@ class Params(TaskParams):
     )
     domains: tuple[Domain, ...] = Field(default=(), description="Add LangBiTe's en_us domain libraries.")
     n_templates_scope: SelectionScope = Field(
-        default="requirement",
-        description="nTemplates caps each requirement ('requirement', LangBiTe's user guide) or each "
-        "(requirement, language, input, reflection) cell ('cell', LangBiTe's code).",
+        default="cell",
+        description="nTemplates caps each (requirement, language, input, reflection) cell ('cell', what "
+        "LangBiTe's code does: TestScenario.__select_prompts) or each requirement's whole selection "
+        "('requirement', as LangBiTe's user guide words it).",
     )
     judge_model: str | None = Field(
         default=None,
@@ -130,7 +138,7 @@ class Params(TaskParams):
         return self.generation.model_copy(update=update).model_dump(mode="json")
 
     def retries(self) -> int:
-        """LangBiTe's ``nRetries``: tries per prompt when the engine fails (so nRetries - 1 re-sends)."""
+        """LangBiTe's ``nRetries``: tries per request when the engine fails (so nRetries - 1 re-sends)."""
         return max(self.engine_retries, self._scenario.n_retries - 1)
 
     def generation_params(self) -> dict[str, Any]:
@@ -280,9 +288,11 @@ def _template_text(path: str, mtime_ns: int, name: str) -> str:
     return str(yaml.safe_load(Path(path).read_text(encoding="utf-8"))[name])
 
 
-def judge_template() -> str:
-    """The judge's question (``langbite_llm_eval`` in the task's templates file)."""
-    return _template_text(str(TEMPLATES_FILE), TEMPLATES_FILE.stat().st_mtime_ns, second_opinion.TEMPLATE)
+def judge_templates() -> dict[str, str]:
+    """The judge's two questions by name (``langbite_llm_eval``, ``langbite_llm_eval_different``)."""
+    mtime = TEMPLATES_FILE.stat().st_mtime_ns
+    names = (second_opinion.TEMPLATE, second_opinion.TEMPLATE_DIFFERENT)
+    return {name: _template_text(str(TEMPLATES_FILE), mtime, name) for name in names}
 
 
 class JudgeSecondOpinion:
@@ -292,10 +302,10 @@ class JudgeSecondOpinion:
         return params.judge_model
 
     def requests(self, judgments: list[Judgment], params: Params) -> list[Request]:
-        """One question to the judge per evaluated reply the regex did not match (none when disabled)."""
+        """One question to the judge per reply LangBiTe asks about (none when disabled)."""
         if not params.second_opinion_enabled:
             return []
-        return second_opinion.build_requests(judgments, judge_template(), params.judge_generation_params())
+        return second_opinion.build_requests(judgments, judge_templates(), params.judge_generation_params())
 
     def apply(
         self, judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Params
@@ -307,6 +317,33 @@ class JudgeSecondOpinion:
 
 
 SECOND_OPINION = JudgeSecondOpinion()
+
+
+ENGINE_REASONS = ("engine_error", "missing_response")
+"""Error reasons that are the engine's, re-sent by the engine's retries, not by ``RESEND``."""
+
+
+class OracleFailureResend:
+    """LangBiTe's re-send after an oracle failure, as the task's ``Resend``."""
+
+    def rounds(self, params: Params) -> int:
+        """``nRetries`` attempts in all: the first answers plus ``nRetries - 1`` re-sends."""
+        return params.scenario_model.n_retries - 1
+
+    def to_resend(
+        self, items: list[Item], requests: list[Request], responses: list[Response], params: Params
+    ) -> list[str]:
+        """Every request of each template group whose replies all arrived but whose oracle could not judge them."""
+        failed = {
+            judgment.item_id
+            for judgment in judge(items, requests, responses, params)
+            if judgment.detail.get("evaluation") == "Error"
+            and str(judgment.detail.get("reason", "")).split(":", 1)[0] not in ENGINE_REASONS
+        }
+        return [request.request_id for request in requests if request.item_id in failed]
+
+
+RESEND = OracleFailureResend()
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:

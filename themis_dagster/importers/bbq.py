@@ -1,0 +1,120 @@
+"""Import predictions in the BBQ repository's results format as a model's replies for ``bbq_generate``.
+
+Format (github nyu-mll/BBQ ``results/UnifiedQA/preds_<Category>.jsonl``): each line is a
+dataset row (``example_id, question_index, question_polarity, context_condition, category,
+answer_info, additional_metadata, context, question, ans0..ans2, label``) plus one column per
+model holding the predicted answer string (e.g. ``unifiedqa-t5-11b_pred_race``). One column is
+imported per call (``--column``).
+
+As ``BBQ_calculate_bias_score.R``: the prediction is matched to the options by the script's
+normalisation and first-two-words fallback (``tasks/bbq/r_matching.py``, at judging time; an
+unmatched row is recorded as ``unparsed_no_match`` and, like the script's
+``filter(!is.na(pred_label))``, left out of the scores), the ``..._pred_qonly`` column keeps only
+ambiguous rows ("every baseline example is ambiguous"), and rows without a bias target are left
+out as ``BBQ_results_metadata.R`` leaves them out (``groups.target_location``). The
+intersectional files (``Race_x_SES``, ``Race_x_gender``) take another route in that script and
+are refused.
+
+Every row of every file is checked before anything is returned; problems raise
+``ImportValidationError`` naming file, row (1 = first line) and column.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from themis_dagster.importers import ImportedReplies, ImportValidationError
+from themis_dagster.tasks.bbq.data import item_from_row
+from themis_dagster.tasks.bbq.groups import target_location, unknown_location
+from themis_dagster.tasks.spec import Item, Request, Response
+
+ROW_COLUMNS = (
+    "example_id", "question_index", "question_polarity", "context_condition", "category", "answer_info",
+    "additional_metadata", "context", "question", "ans0", "ans1", "ans2", "label",
+)  # fmt: skip
+QONLY_SUFFIX = "_pred_qonly"
+
+
+def _rows(path: Path, problems: list[str]) -> list[tuple[int, dict[str, Any]]]:
+    if not path.is_file():
+        problems.append(f"{path}: file not found")
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            problems.append(f"{path}: row {number}: not JSON: {error.msg}")
+            continue
+        if not isinstance(row, dict):
+            problems.append(f"{path}: row {number}: not a JSON object")
+            continue
+        rows.append((number, row))
+    if not rows and not any(p.startswith(f"{path}:") for p in problems):
+        problems.append(f"{path}: empty file (no rows)")
+    return rows
+
+
+def _check(path: Path, number: int, row: dict[str, Any], column: str) -> list[str]:
+    where = f"{path}: row {number}"
+    problems = [f"{where}: column {name}: missing" for name in (*ROW_COLUMNS, column) if name not in row]
+    if problems:
+        return problems
+    if "_x_" in str(row["category"]):
+        return [f"{where}: column category: {row['category']!r} is intersectional (not scored by this import)"]
+    if not isinstance(row[column], str | None):
+        problems.append(f"{where}: column {column}: expected a string, got {type(row[column]).__name__}")
+    info = row["answer_info"]
+    if not isinstance(info, dict) or any(
+        not isinstance(info.get(f"ans{k}"), list) or len(info[f"ans{k}"]) != 2 for k in range(3)
+    ):
+        problems.append(f"{where}: column answer_info: expected ans0..ans2 as [text, group]")
+    if row["label"] not in (0, 1, 2):
+        problems.append(f"{where}: column label: expected 0, 1 or 2, got {row['label']!r}")
+    if row["context_condition"] not in ("ambig", "disambig"):
+        problems.append(f"{where}: column context_condition: expected ambig or disambig")
+    if row["question_polarity"] not in ("neg", "nonneg"):
+        problems.append(f"{where}: column question_polarity: expected neg or nonneg")
+    return problems
+
+
+def import_predictions(paths: Sequence[Path], column: str, request_for: Any) -> ImportedReplies:
+    """Items, requests (``request_for(items)``: the task's own) and one reply per scored row of every file."""
+    problems: list[str] = []
+    kept: list[tuple[Item, str | None]] = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        for number, row in _rows(path, problems):
+            found = _check(path, number, row, column)
+            if found:
+                problems.extend(found)
+                continue
+            key = f"{row['category']}:{row['example_id']}"
+            if key in seen:
+                problems.append(f"{path}: row {number}: column example_id: duplicate of {seen[key]} ({key})")
+                continue
+            seen[key] = f"{path} row {number}"
+            if column.endswith(QONLY_SUFFIX) and row["context_condition"] == "disambig":
+                continue  # the script: filter(!(model=="baseline_qonly"&context_condition=="disambig"))
+            if target_location(row) is None or unknown_location(row) is None:
+                continue  # no bias target: dropped by the metadata script (filter(!is.na(target_loc)))
+            kept.append((item_from_row(row), row[column]))
+    if problems:
+        raise ImportValidationError(problems)
+    if not kept:
+        raise ImportValidationError([f"{', '.join(map(str, paths))}: no scorable row for column {column}"])
+    items = [item for item, _ in kept]
+    requests: list[Request] = request_for(items)
+    by_item = {request.item_id: request for request in requests}
+    responses = [
+        Response(by_item[item.item_id].request_id, item.item_id, text=prediction)
+        if prediction is not None
+        else Response(by_item[item.item_id].request_id, item.item_id, error=f"no prediction in {column}")
+        for item, prediction in kept
+    ]
+    return ImportedReplies(items, requests, responses)
