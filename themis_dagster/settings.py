@@ -31,6 +31,7 @@ class Settings(BaseModel):
     checkpoint_settle_seconds: float = 60.0
     checkpoint_tasks: str = ""  # comma-separated; empty: every task
     engine: str = "vllm"
+    devices: str = ""  # accelerators this host lends runs, one run's engine each ("0,1,2,3"; themis_dagster/devices.py)
     task_overrides_file: Path | None = None
     request_cache: bool = True  # reuse answers by request fingerprint (and resume killed runs)
     request_chunk_size: int = Field(default=4096, ge=1)  # requests sent, and answers committed, at a time
@@ -54,6 +55,7 @@ class Settings(BaseModel):
             "server_state_dir": "THEMIS_SERVER_STATE_DIR",
             "server_idle_shutdown_s": "THEMIS_SERVER_IDLE_SHUTDOWN_S",
             "engine": "THEMIS_ENGINE",
+            "devices": "THEMIS_DEVICES",
             "task_overrides_file": "THEMIS_TASK_OVERRIDES",
             "request_cache": "THEMIS_REQUEST_CACHE",
             "request_chunk_size": "THEMIS_REQUEST_CHUNK_SIZE",
