@@ -29,6 +29,8 @@ from dagster import DagsterInstance
 DEVICE_POOL_PREFIX = "gpu/"
 CLAIM_STEP = "themis-devices"  # the "step" the run's device slots are claimed for
 DEVICES_TAG = "themis/devices"
+CLAIMED_AT_TAG = "themis/devices_claimed_at"  # Unix times: when the run got its devices and gave them back
+RELEASED_AT_TAG = "themis/devices_released_at"
 _DEVICE_ID = re.compile(r"^(?:\d{1,3}|GPU-[0-9a-fA-F-]{8,64}|MIG-[0-9A-Za-z/-]{8,80})$")
 
 
@@ -128,9 +130,11 @@ def claim_devices(
         time.sleep(poll_s)
 
 
-def release_devices(instance: DagsterInstance, run_id: str) -> None:
-    """Give back the run's device slots (idempotent)."""
+def release_devices(instance: DagsterInstance, run_id: str, record: bool = False) -> None:
+    """Give back the run's device slots (idempotent); ``record``: note the time in the run's tags."""
     instance.event_log_storage.free_concurrency_slot_for_step(run_id, CLAIM_STEP)
+    if record:
+        instance.add_run_tags(run_id, {RELEASED_AT_TAG: f"{time.time():.3f}"})
 
 
 def cuda_pinned_devices() -> tuple[str, ...] | None:
@@ -155,5 +159,5 @@ def assign_devices(
     chosen = claim_devices(instance, run_id, count, devices, required=cuda_pinned_devices(), log=log)
     if chosen:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
-        instance.add_run_tags(run_id, {DEVICES_TAG: ",".join(chosen)})
+        instance.add_run_tags(run_id, {DEVICES_TAG: ",".join(chosen), CLAIMED_AT_TAG: f"{time.time():.3f}"})
     return chosen

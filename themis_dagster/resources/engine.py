@@ -78,10 +78,12 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
             return
         if context is None or context.instance is None or context.run_id is None:
             return
+        log = context.log.info if context.log is not None else None
         chosen = assign_devices(
-            context.instance, context.run_id, spec.engine.gpu_count, parse_devices(self.devices), context.log.info
+            context.instance, context.run_id, spec.engine.gpu_count, parse_devices(self.devices), log
         )
-        context.log.info(f"engine of {spec.id} on devices {','.join(chosen)} (CUDA_VISIBLE_DEVICES)")
+        if log is not None:
+            log(f"engine of {spec.id} on devices {','.join(chosen)} (CUDA_VISIBLE_DEVICES)")
         self._claimed = True
 
     def engine_for(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
@@ -120,7 +122,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.release()
         if self._claimed and context.instance is not None and context.run_id is not None:
-            release_devices(context.instance, context.run_id)
+            release_devices(context.instance, context.run_id, record=True)
             self._claimed = False
 
 
