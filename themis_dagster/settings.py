@@ -20,6 +20,7 @@ class Settings(BaseModel):
     discovered_models_file: Path = PROJECT_ROOT / "data" / "discovered_models.yaml"
     checkpoints_dir: Path = PROJECT_ROOT / "data" / "checkpoints"
     warehouse: Path = PROJECT_ROOT / "data" / "warehouse.duckdb"
+    warehouse_data_path: str = ""  # a DuckLake warehouse's data folder (THEMIS_WAREHOUSE=ducklake:postgres:...)
     warehouse_lock_timeout_s: float = 900.0  # how long a writer waits for another process's lock
     datasets_dir: Path = PROJECT_ROOT.parent / "shared" / "datasets"
     cache_dir: Path = PROJECT_ROOT / "data" / "cache"
@@ -44,6 +45,7 @@ class Settings(BaseModel):
             "discovered_models_file": "THEMIS_DISCOVERED_MODELS_FILE",
             "checkpoints_dir": "THEMIS_CHECKPOINTS_DIR",
             "warehouse": "THEMIS_WAREHOUSE",
+            "warehouse_data_path": "THEMIS_WAREHOUSE_DATA_PATH",
             "warehouse_lock_timeout_s": "THEMIS_WAREHOUSE_LOCK_TIMEOUT_S",
             "datasets_dir": "THEMIS_DATASETS_DIR",
             "cache_dir": "THEMIS_CACHE_DIR",

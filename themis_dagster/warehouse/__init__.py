@@ -8,19 +8,21 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from themis_dagster.warehouse.ducklake import with_commit_retries
 from themis_dagster.warehouse.tables import TABLES, Table, declared, quote
 
 SQL_DIR = Path(__file__).resolve().parent.parent.parent / "sql"
 
 
-def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
+def ensure_schema(conn: duckdb.DuckDBPyConnection, constraints: bool = True) -> None:
     """Create missing tables (from their declarations) and (re)create the analyst views; safe on every write.
 
     A table created from an earlier declaration gets the nullable columns declared since
     (its old rows read NULL there), so reads and writes by column name keep working.
+    ``constraints=False``: no PRIMARY KEY (a DuckLake warehouse, ``warehouse/ducklake.py``).
     """
     for table in TABLES.values():
-        conn.execute(table.ddl())
+        conn.execute(table.ddl(constraints))
     existing: dict[str, list[str]] = {}
     query = (
         "SELECT table_name, column_name FROM duckdb_columns() "
@@ -74,15 +76,20 @@ def _replace_rows(
     delete = f"DELETE FROM {quote(table)}"  # noqa: S608 - a declared name
     if partition is not None:
         delete += " WHERE model = ? AND task = ?"
-    conn.execute("BEGIN TRANSACTION")
-    try:
-        conn.execute(delete, list(partition or ()))
-        _insert(conn, table, frame)
-        conn.execute("COMMIT")
-    except BaseException:
-        _rollback(conn)
-        raise
-    return frame.height
+
+    def replace() -> int:
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            conn.execute(delete, list(partition or ()))
+            _insert(conn, table, frame)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        return frame.height
+
+    # DuckLake detects concurrent writers at commit (per table): the whole replacement is retried
+    return with_commit_retries(replace, f"{table} {'|'.join(partition) if partition else '(all rows)'}")
 
 
 def replace_partition(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame, model: str, task: str) -> int:
