@@ -25,13 +25,31 @@ from tests.conftest import make_resources, requires_mirror, write_overrides
 from themis_dagster.reachability import UnreachableError
 from themis_dagster.resources import WarehouseResource
 from themis_dagster.warehouse import read_partition, replace_partition
-from themis_dagster.warehouse.ducklake import CommitConflictError, connect, with_commit_retries
+from themis_dagster.warehouse.ducklake import (
+    EXTENSION_PACKAGES,
+    CommitConflictError,
+    WarehouseConfigError,
+    connect,
+    extension_file,
+    with_commit_retries,
+)
 from themis_dagster.warehouse.tables import declared
 
-pytest.importorskip("duckdb_extension_ducklake", reason="duckdb-extension-ducklake is not installed")
+
+def _why_no_ducklake() -> str | None:
+    """None if the DuckLake and postgres extensions load into this duckdb from their packages."""
+    try:
+        for name in EXTENSION_PACKAGES:
+            extension_file(name)
+    except WarehouseConfigError as error:
+        return str(error)
+    return None
+
+
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.skipif(why_no_postgres() is not None, reason=str(why_no_postgres())),
+    pytest.mark.skipif(_why_no_ducklake() is not None, reason=str(_why_no_ducklake())),
 ]
 TABLE = "task_items"
 

@@ -41,7 +41,7 @@ def test_the_instance_config_is_valid(name: str, monkeypatch: pytest.MonkeyPatch
         result = process_config(cls.config_type(), raw[section].get("config", {}))
         assert result.success, f"{name} {section}: {[error.message for error in result.errors or []]}"
     if "storage" in raw:
-        from dagster_postgres import DagsterPostgresStorage
+        DagsterPostgresStorage = pytest.importorskip("dagster_postgres").DagsterPostgresStorage
 
         result = process_config(DagsterPostgresStorage.config_type(), raw["storage"]["postgres"])
         assert result.success, [error.message for error in result.errors or []]
