@@ -32,7 +32,9 @@ def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, ob
             request_chunk_size=settings.request_chunk_size,
         ),
         "warehouse": WarehouseResource(
-            database=str(settings.warehouse), lock_timeout_s=settings.warehouse_lock_timeout_s
+            database=str(settings.warehouse),
+            data_path=settings.warehouse_data_path,
+            lock_timeout_s=settings.warehouse_lock_timeout_s,
         ),
         "engine": engine,
         "checkpoint_watch": CheckpointWatchConfig(

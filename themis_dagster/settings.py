@@ -20,6 +20,7 @@ class Settings(BaseModel):
     discovered_models_file: Path = PROJECT_ROOT / "data" / "discovered_models.yaml"
     checkpoints_dir: Path = PROJECT_ROOT / "data" / "checkpoints"
     warehouse: Path = PROJECT_ROOT / "data" / "warehouse.duckdb"
+    warehouse_data_path: str = ""  # a DuckLake warehouse's data folder (THEMIS_WAREHOUSE=ducklake:postgres:...)
     warehouse_lock_timeout_s: float = 900.0  # how long a writer waits for another process's lock
     datasets_dir: Path = PROJECT_ROOT.parent / "shared" / "datasets"
     cache_dir: Path = PROJECT_ROOT / "data" / "cache"
@@ -31,6 +32,7 @@ class Settings(BaseModel):
     checkpoint_settle_seconds: float = 60.0
     checkpoint_tasks: str = ""  # comma-separated; empty: every task
     engine: str = "vllm"
+    devices: str = ""  # accelerators this host lends runs, one run's engine each ("0,1,2,3"; themis_dagster/devices.py)
     task_overrides_file: Path | None = None
     request_cache: bool = True  # reuse answers by request fingerprint (and resume killed runs)
     request_chunk_size: int = Field(default=4096, ge=1)  # requests sent, and answers committed, at a time
@@ -44,6 +46,7 @@ class Settings(BaseModel):
             "discovered_models_file": "THEMIS_DISCOVERED_MODELS_FILE",
             "checkpoints_dir": "THEMIS_CHECKPOINTS_DIR",
             "warehouse": "THEMIS_WAREHOUSE",
+            "warehouse_data_path": "THEMIS_WAREHOUSE_DATA_PATH",
             "warehouse_lock_timeout_s": "THEMIS_WAREHOUSE_LOCK_TIMEOUT_S",
             "datasets_dir": "THEMIS_DATASETS_DIR",
             "cache_dir": "THEMIS_CACHE_DIR",
@@ -55,6 +58,7 @@ class Settings(BaseModel):
             "server_state_dir": "THEMIS_SERVER_STATE_DIR",
             "server_idle_shutdown_s": "THEMIS_SERVER_IDLE_SHUTDOWN_S",
             "engine": "THEMIS_ENGINE",
+            "devices": "THEMIS_DEVICES",
             "task_overrides_file": "THEMIS_TASK_OVERRIDES",
             "request_cache": "THEMIS_REQUEST_CACHE",
             "request_chunk_size": "THEMIS_REQUEST_CHUNK_SIZE",

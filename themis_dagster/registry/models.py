@@ -78,6 +78,7 @@ class EngineArgs(_Strict):
     """vLLM engine arguments that change results or resource use; validated here, not by vLLM."""
 
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=64)
     gpu_memory_utilization: float | None = Field(
         default=None,
         gt=0.0,
@@ -115,6 +116,11 @@ class EngineArgs(_Strict):
         "None: yes on a CPU host with one worker (saves two Python start-ups, about 11 s here), "
         "no on GPUs, where the separate process overlaps scheduling with the model.",
     )
+
+    @property
+    def gpu_count(self) -> int:
+        """Accelerators one engine of this model occupies: tensor x pipeline parallel (vLLM's world size)."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
 
 class LoraAdapter(_Strict):

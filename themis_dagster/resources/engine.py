@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
+from themis_dagster.devices import assign_devices, parse_devices, release_devices
 from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.mitigations.engine import mitigated
@@ -31,9 +32,13 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
     """Base class: hands out the run's engine for a model, loading it at most once per run."""
 
     keep_warm: bool = False
+    devices: str = ""  # accelerators this host lends runs, e.g. "0,1,2,3" (THEMIS_DEVICES; themis_dagster/devices.py)
+    claims_devices: ClassVar[bool] = True  # False where the engine lives outside the run (a shared server)
 
     _engine: Any = PrivateAttr(default=None)
     _served: Any = PrivateAttr(default=None)  # _engine, or _engine with the model's mitigation around it
+    _context: InitResourceContext | None = PrivateAttr(default=None)
+    _claimed: bool = PrivateAttr(default=False)
     _key: tuple[str, str] | None = PrivateAttr(default=None)
     _loaded_now: bool = PrivateAttr(default=False)
     loads: ClassVar[int] = 0  # engines built by this process (tests count loads with it)
@@ -41,7 +46,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
     @classmethod
     def from_settings(cls, settings: Settings, keep_warm: bool = False) -> Self:
         """This resource for a deployment; a resource with settings of its own reads them here."""
-        return cls(keep_warm=keep_warm)
+        return cls(keep_warm=keep_warm, devices=settings.devices)
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         raise NotImplementedError
@@ -65,6 +70,24 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
             return OpenAICompatibleEngine(config, model_path=weights.path)
         return self._build(spec, weights)
 
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._context = context
+
+    def _claim_devices(self, spec: ModelSpec) -> None:
+        """Point this run's engine at GPUs no other run holds (only where ``devices`` lends some)."""
+        context = self._context
+        if not (self.devices and self.claims_devices) or self._claimed or isinstance(spec.source, ApiSource):
+            return
+        if context is None or context.instance is None or context.run_id is None:
+            return
+        log = context.log.info if context.log is not None else None
+        chosen = assign_devices(
+            context.instance, context.run_id, spec.engine.gpu_count, parse_devices(self.devices), log
+        )
+        if log is not None:
+            log(f"engine of {spec.id} on devices {','.join(chosen)} (CUDA_VISIBLE_DEVICES)")
+        self._claimed = True
+
     def engine_for(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         # a mitigation variant shares its parent's loaded engine, wrapped (themis_dagster/mitigations/)
         declared = spec.model_dump_json(exclude={"id", "description", "parent", "mitigation"})
@@ -74,6 +97,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
             self._served = mitigated(self._engine, spec.mitigation)
             return self._served  # type: ignore[no-any-return]
         self.release()
+        self._claim_devices(spec)
         with _WARM_LOCK:
             engine = _WARM.get(key) if self.keep_warm else None
             self._loaded_now = engine is None
@@ -103,6 +127,9 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self.release()
+        if self._claimed and context.instance is not None and context.run_id is not None:
+            release_devices(context.instance, context.run_id, record=True)
+            self._claimed = False
 
 
 class VLLMResource(EngineResource):

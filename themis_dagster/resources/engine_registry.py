@@ -7,6 +7,7 @@ same way everywhere.
 
 from __future__ import annotations
 
+from themis_dagster.devices import parse_devices
 from themis_dagster.resources.engine import EngineResource, FakeEngineResource, VLLMResource
 from themis_dagster.resources.served import OpenAIEngineResource, VLLMServerResource
 from themis_dagster.settings import Settings
@@ -28,4 +29,5 @@ def engine_resource_class(name: str) -> type[EngineResource]:
 
 def engine_resource(settings: Settings, keep_warm: bool = False) -> EngineResource:
     """The deployment's engine resource: the one ``settings.engine`` names, configured from ``settings``."""
+    parse_devices(settings.devices)  # a malformed THEMIS_DEVICES fails before anything is built
     return engine_resource_class(settings.engine).from_settings(settings, keep_warm=keep_warm)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 from pydantic import Field
 
@@ -36,6 +36,7 @@ class OpenAIEngineResource(EngineResource):
     timeout_s: float = Field(default=120.0, gt=0.0)
     max_retries: int = Field(default=4, ge=0, le=20)
     loglikelihood: Literal["auto", "prompt_logprobs", "echo", "none"] = "auto"
+    claims_devices: ClassVar[bool] = False  # the model runs at the provider
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         base_url = self.base_url or os.environ.get("THEMIS_OPENAI_BASE_URL", "")
@@ -66,12 +67,14 @@ class VLLMServerResource(EngineResource):
     max_concurrency: int = Field(default=32, ge=1, le=1024)
     timeout_s: float = Field(default=600.0, gt=0.0)
     max_retries: int = Field(default=3, ge=0, le=20)
+    claims_devices: ClassVar[bool] = False  # the server outlives the run; its GPUs are the host's to plan
 
     @classmethod
     def from_settings(cls, settings: Settings, keep_warm: bool = False) -> Self:
         """The deployment's server state folder and idle time (``THEMIS_SERVER_*``)."""
         return cls(
             keep_warm=keep_warm,
+            devices=settings.devices,
             state_dir=str(settings.server_state_dir),
             idle_shutdown_s=settings.server_idle_shutdown_s,
         )

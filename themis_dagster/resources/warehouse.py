@@ -1,4 +1,9 @@
-"""The warehouse resource: short-lived DuckDB connections with the schema ensured."""
+"""The warehouse resource: short-lived DuckDB connections with the schema ensured.
+
+``database`` is a DuckDB file (the embedded default) or a DuckLake target
+(``ducklake:postgres:...`` with ``data_path``: ``warehouse/ducklake.py``), chosen by
+``THEMIS_WAREHOUSE`` alone.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,9 @@ from dagster import InitResourceContext
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, PrivateAttr
 
+from themis_dagster.reachability import check_reachable
 from themis_dagster.runs.owner import owner_tags
-from themis_dagster.warehouse import ensure_schema
+from themis_dagster.warehouse import ducklake, ensure_schema
 from themis_dagster.warehouse.integrity import check_warehouse
 from themis_dagster.warehouse.lock_wait import DEFAULT_LOCK_TIMEOUT_S, connect_waiting
 
@@ -33,7 +39,11 @@ class WarehouseResource(DuckDBResource):
         default=DEFAULT_LOCK_TIMEOUT_S,
         description="Seconds to wait while another process holds the warehouse (THEMIS_WAREHOUSE_LOCK_TIMEOUT_S).",
     )
+    data_path: str = Field(
+        default="", description="A DuckLake warehouse's data folder or object store URL (THEMIS_WAREHOUSE_DATA_PATH)."
+    )
     _checked: bool = PrivateAttr(default=False)
+    _schema_ready: bool = PrivateAttr(default=False)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         """Check the file again for each run, and record this process as the run's owner (``runs.owner``).
@@ -48,6 +58,10 @@ class WarehouseResource(DuckDBResource):
     @contextmanager
     def get_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-write connection, after the integrity check, waiting for other processes' locks."""
+        if ducklake.is_ducklake(self.database):
+            with self._ducklake_connection() as lake:
+                yield lake
+            return
         if self.database != IN_MEMORY and not self._checked:
             check_warehouse(Path(self.database), self.lock_timeout_s)
             self._checked = True
@@ -59,7 +73,27 @@ class WarehouseResource(DuckDBResource):
             conn.close()
 
     @contextmanager
+    def _ducklake_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """DuckLake: no file lock to wait for (writers conflict at commit instead: ``with_commit_retries``)."""
+        if not self._checked:  # an unreachable catalog fails before any engine starts, naming the setting
+            host, port = ducklake.catalog_endpoint(ducklake.catalog_dsn(self.database))
+            check_reachable("THEMIS_WAREHOUSE (the DuckLake catalog)", host, port)
+            self._checked = True
+        conn = ducklake.connect(self.database, self.data_path)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if ducklake.is_ducklake(self.database):
+            with self.get_connection() as conn:
+                if not self._schema_ready:  # once per process: each CREATE OR REPLACE VIEW is a catalog commit
+                    ducklake.with_commit_retries(lambda: ensure_schema(conn, constraints=False), "schema")
+                    self._schema_ready = True
+                yield conn
+            return
         if self.database != IN_MEMORY:
             Path(self.database).parent.mkdir(parents=True, exist_ok=True)
         with self.get_connection() as conn:

@@ -10,19 +10,21 @@ from typing import NamedTuple
 import duckdb
 import polars as pl
 
+from themis_dagster.warehouse.ducklake import with_commit_retries
 from themis_dagster.warehouse.tables import TABLES, Table, declared, quote
 
 SQL_DIR = Path(__file__).resolve().parent.parent.parent / "sql"
 
 
-def ensure_schema(conn: duckdb.DuckDBPyConnection) -> None:
+def ensure_schema(conn: duckdb.DuckDBPyConnection, constraints: bool = True) -> None:
     """Create missing tables (from their declarations) and (re)create the analyst views; safe on every write.
 
     A table created from an earlier declaration gets the nullable columns declared since
     (its old rows read NULL there), so reads and writes by column name keep working.
+    ``constraints=False``: no PRIMARY KEY (a DuckLake warehouse, ``warehouse/ducklake.py``).
     """
     for table in TABLES.values():
-        conn.execute(table.ddl())
+        conn.execute(table.ddl(constraints))
     existing: dict[str, list[str]] = {}
     query = (
         "SELECT table_name, column_name FROM duckdb_columns() "
@@ -111,10 +113,16 @@ def replace_rows(conn: duckdb.DuckDBPyConnection, writes: Sequence[Write]) -> in
             if write.frame.height and not write.frame.filter(pl.col(column) != value).is_empty():
                 scope = "|".join(write.scope.values())
                 raise ValueError(f"{write.table}: frame holds rows outside partition {scope}")
-    with transaction(conn):
-        for write in writes:
-            _delete_insert(conn, write)
-    return sum(write.frame.height for write in writes)
+
+    def replace() -> int:
+        with transaction(conn):
+            for write in writes:
+                _delete_insert(conn, write)
+        return sum(write.frame.height for write in writes)
+
+    # DuckLake detects concurrent writers at commit (per table): the whole replacement is retried
+    label = ", ".join(f"{write.table} {'|'.join(write.scope.values()) or '(all rows)'}" for write in writes)
+    return with_commit_retries(replace, label)
 
 
 def partition_scope(model: str, task: str) -> dict[str, str]:

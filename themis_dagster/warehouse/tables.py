@@ -75,12 +75,16 @@ class Table:
             missing, extra = sorted(wanted - given), sorted(given - wanted)
             raise SchemaMismatchError(f"{self.name}: missing columns {missing}, unexpected columns {extra}")
 
-    def ddl(self) -> str:
-        """``CREATE TABLE IF NOT EXISTS`` for this table (names and types are constants, never values)."""
+    def ddl(self, constraints: bool = True) -> str:
+        """``CREATE TABLE IF NOT EXISTS`` for this table (names and types are constants, never values).
+
+        ``constraints=False``: without the PRIMARY KEY, which DuckLake rejects (its writers keep
+        keys unique by construction: a partition's rows are replaced as a whole).
+        """
         lines = [
             f"{quote(column.name)} {column.type.sql}{'' if column.nullable else ' NOT NULL'}" for column in self.columns
         ]
-        if self.primary_key:
+        if self.primary_key and constraints:
             lines.append(f"PRIMARY KEY ({', '.join(quote(name) for name in self.primary_key)})")
         body = ",\n".join(f"    {line}" for line in lines)
         return f"CREATE TABLE IF NOT EXISTS {quote(self.name)} (\n{body}\n);"

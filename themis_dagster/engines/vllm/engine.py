@@ -59,7 +59,7 @@ def runs_in_process(spec: ModelSpec, on_gpu: bool) -> bool:
     """Whether the engine core runs in this process (see ``EngineArgs.in_process``)."""
     if spec.engine.in_process is not None:
         return spec.engine.in_process
-    return not on_gpu and spec.engine.tensor_parallel_size == 1
+    return not on_gpu and spec.engine.gpu_count == 1
 
 
 def configure_process_mode(in_process: bool) -> None:
@@ -86,6 +86,8 @@ def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, A
         "tensor_parallel_size": engine.tensor_parallel_size,
         "enforce_eager": engine.enforce_eager,
     }
+    if engine.pipeline_parallel_size != 1:
+        kwargs["pipeline_parallel_size"] = engine.pipeline_parallel_size
     if spec.max_model_len is not None:
         kwargs["max_model_len"] = spec.max_model_len
     if engine.quantization is not None:
