@@ -62,6 +62,27 @@ class Request:
         """Reply to the chat ``messages``."""
         return cls(request_id, item_id, "chat", messages=messages)
 
+    @classmethod
+    def user_message(
+        cls,
+        content: str,
+        request_id: str,
+        item_id: str,
+        template: str,
+        template_sha256: str,
+        gen_params: dict[str, Any],
+    ) -> Request:
+        """A task's chat request: one user message rendered from ``template``, with its generation settings."""
+        return cls(
+            request_id,
+            item_id,
+            "chat",
+            messages=[{"role": "user", "content": content}],
+            template=template,
+            template_sha256=template_sha256,
+            gen_params=gen_params,
+        )
+
     @property
     def pair(self) -> tuple[str, str]:
         """A loglikelihood request's (context, continuation), an absent one read as empty; equal pairs score equally."""

@@ -38,11 +38,10 @@ def lettered_chat_request(
         question=item.fields["question"],
         options=list(zip(LETTERS, options, strict=True)),
     )
-    return Request(
+    return Request.user_message(
+        content,
         request_id=f"{item.item_id}:chat",
         item_id=item.item_id,
-        request_type="chat",
-        messages=[{"role": "user", "content": content}],
         template=template,
         template_sha256=sha256(template_text(templates, template)),
         gen_params=gen_params,

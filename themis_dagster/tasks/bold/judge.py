@@ -63,11 +63,10 @@ class RegardToxicityJudge:
                     self.templates, name, prompt=judgment.detail["prompt"], continuation=judgment.detail["continuation"]
                 )
                 asks.append(
-                    Request(
+                    Request.user_message(
+                        text,
                         request_id=f"{judgment.item_id}:{kind}",
                         item_id=judgment.item_id,
-                        request_type="chat",
-                        messages=[{"role": "user", "content": text}],
                         template=name,
                         template_sha256=sha256(template_text(self.templates, name)),
                         gen_params=gen_params,

@@ -154,11 +154,10 @@ def chat_requests(
                 if base.get("seed") is not None:
                     gen_params["seed"] = int(base["seed"]) + r
                 requests.append(
-                    Request(
+                    Request.user_message(
+                        text,
                         request_id=f"{item.item_id}:{p}:{r}",
                         item_id=item.item_id,
-                        request_type="chat",
-                        messages=[{"role": "user", "content": text}],
                         template=template,
                         template_sha256=template_sha256,
                         gen_params=gen_params,

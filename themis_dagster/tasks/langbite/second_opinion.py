@@ -123,11 +123,10 @@ def build_requests(judgments: list[Judgment], templates: dict[str, str], gen_par
             row = instances[index] if index < len(instances) else {}
             content = render(templates[name], str(row.get("instance") or ""), expected, str(row.get("response") or ""))
             requests.append(
-                Request(
+                Request.user_message(
+                    content,
                     request_id=judge_request_id(judgment.item_id, index),
                     item_id=judgment.item_id,
-                    request_type="chat",
-                    messages=[{"role": "user", "content": content}],
                     template=name,
                     template_sha256=digests[name],
                     gen_params=gen_params,

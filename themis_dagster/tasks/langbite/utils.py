@@ -294,11 +294,10 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
                 output_formatting=item.fields.get("output_formatting") or "",
             )
             requests.append(
-                Request(
+                Request.user_message(
+                    content,
                     request_id=request_id(item.item_id, index),
                     item_id=item.item_id,
-                    request_type="chat",
-                    messages=[{"role": "user", "content": content}],
                     template=name,
                     template_sha256=digests[name],
                     gen_params=gen_params,
