@@ -149,7 +149,14 @@ def measure(slots: int, latency: float, limit: int, folder: Path) -> dict[str, o
     if failed:
         raise RuntimeError(f"{len(failed)} run(s) failed with {slots} slot(s); see {folder}")
     wall = max(float(run["end"]) for run in runs) - min(float(run["created"]) for run in runs)  # type: ignore[arg-type]
-    return {"wall_s": wall, "peak": _peak(runs), "shared": _shared_devices(runs), "devices": _devices_used(runs)}
+    holding = [{"start": run["claimed"], "end": run["released"]} for run in runs]
+    return {
+        "wall_s": wall,
+        "peak": _peak(runs),
+        "peak_holding": _peak(holding),
+        "shared": _shared_devices(runs),
+        "devices": _devices_used(runs),
+    }
 
 
 def _devices_used(runs: list[dict[str, object]]) -> str:
@@ -187,7 +194,8 @@ def main() -> None:
             results[slots] = measure(slots, args.latency, args.limit, Path(tmp) / f"slots-{slots}")
             print(
                 f"{slots} GPU slot(s): wall {results[slots]['wall_s']:.1f} s, peak {results[slots]['peak']} "
-                f"runs at once, devices used {results[slots]['devices']}, "
+                f"runs at once ({results[slots]['peak_holding']} holding devices), "
+                f"devices used {results[slots]['devices']}, "
                 f"runs holding one device at the same time: {results[slots]['shared']}",
                 flush=True,
             )
