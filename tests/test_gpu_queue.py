@@ -1,0 +1,199 @@
+"""A run asking for more GPUs than any node has stays QUEUED in Dagster's queue, saying why.
+
+The unit tests submit runs to ``ThemisQueuedRunCoordinator`` on a real (SQLite) instance and ask
+Dagster's own queue code (``TagConcurrencyLimitsCounter`` over the instance's run queue config)
+which runs it would hold. The server test starts a real ``dagster-webserver`` and
+``dagster-daemon`` with ``deploy/dagster.multi-gpu.yaml`` on a host lending one device: of two
+runs launched together, the one whose model needs two GPUs stays QUEUED with its message while
+the other completes, and the daemon stays healthy.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
+from dagster._core.remote_origin import RegisteredCodeLocationOrigin, RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.run_coordinator.base import SubmitRunContext
+from dagster._core.test_utils import create_run_for_test
+from dagster._utils.tags import TagConcurrencyLimitsCounter
+
+from themis_dagster import gpu_queue
+from themis_dagster.gpu_queue import (
+    GPUS_TAG,
+    MODEL_TAG,
+    OVER_COUNTED,
+    ThemisQueuedRunCoordinator,
+    gpus_tag_value,
+    hold_limits,
+    run_need,
+)
+from themis_dagster.registry.model_id import InvalidModelIdError
+from themis_dagster.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECKPOINT = {"kind": "local", "path": "/nonexistent/ckpt"}  # never loaded: only the registry is read
+MODELS = [
+    {"id": "small", "source": CHECKPOINT},
+    {"id": "pair", "source": CHECKPOINT, "engine": {"tensor_parallel_size": 2}},
+    {"id": "grid", "source": CHECKPOINT, "engine": {"tensor_parallel_size": 2, "pipeline_parallel_size": 4}},
+    {"id": "served", "source": {"kind": "api", "base_url": "http://llm.example/v1", "model": "m"}},
+]
+
+
+@pytest.fixture
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    models = tmp_path / "models.yaml"
+    models.write_text(yaml.safe_dump({"models": MODELS}))
+    monkeypatch.setenv("THEMIS_MODELS_FILE", str(models))
+    monkeypatch.setenv("THEMIS_DISCOVERED_MODELS_FILE", str(tmp_path / "discovered.yaml"))
+    return Settings.from_env()
+
+
+def _instance(home: Path, coordinator: dict[str, Any]) -> DagsterInstance:
+    home.mkdir(exist_ok=True)
+    config = {
+        "telemetry": {"enabled": False},
+        "run_coordinator": {"module": "themis_dagster.gpu_queue", "class": "ThemisQueuedRunCoordinator",
+                            "config": coordinator},
+    }  # fmt: skip
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+    return DagsterInstance.from_config(str(home))
+
+
+@pytest.fixture
+def host(tmp_path: Path, settings: Settings) -> Iterator[DagsterInstance]:
+    """An instance whose queue knows a host lending two devices (``devices: "0,1"``)."""
+    per_model = {"key": MODEL_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+    config = {"max_concurrent_runs": 8, "devices": "0,1", "tag_concurrency_limits": [per_model]}
+    with _instance(tmp_path / "home", config) as instance:
+        yield instance
+
+
+def _submit(instance: DagsterInstance, tags: dict[str, str]) -> Any:
+    location = RegisteredCodeLocationOrigin("themis_dagster")
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, "__repository__"), "evaluate")
+    run = create_run_for_test(instance, job_name="evaluate", tags=tags, remote_job_origin=origin)
+    return instance.run_coordinator.submit_run(SubmitRunContext(run, workspace=None))  # type: ignore[arg-type]
+
+
+def _engine_messages(instance: DagsterInstance, run_id: str) -> list[str]:
+    records = instance.all_logs(run_id, of_type=DagsterEventType.ENGINE_EVENT)
+    return [record.message for record in records]
+
+
+def _blocked(instance: DagsterInstance, run: Any) -> bool:
+    """What the daemon's dequeue asks of each queued run (no run in progress)."""
+    config = instance.get_concurrency_config().run_queue_config
+    assert config is not None
+    return TagConcurrencyLimitsCounter(list(config.tag_concurrency_limits), []).is_blocked(run)
+
+
+def test_hold_limits_cover_every_need_above_the_capacity() -> None:
+    limits = hold_limits(2)
+    assert {limit["key"] for limit in limits} == {GPUS_TAG} and {limit["limit"] for limit in limits} == {0}
+    values = [limit["value"] for limit in limits]
+    assert values[:2] == ["3", "4"] and values[-2:] == ["64", OVER_COUNTED] and "2" not in values
+    assert hold_limits(None) == []
+    assert hold_limits(0)[0]["value"] == "1"  # no GPUs at all: every GPU model waits
+    assert gpus_tag_value(8) == "8" and gpus_tag_value(65) == OVER_COUNTED
+
+
+def test_run_need_reads_the_registry_and_validates_the_model_id_first(settings: Settings) -> None:
+    task = {"dagster/partition/task": "bbq"}
+    assert run_need({MODEL_TAG: "small", **task}, settings) == ("small", 1)
+    assert run_need({MODEL_TAG: "grid"}, settings) == ("grid", 8)
+    assert run_need({MODEL_TAG: "served"}, settings) == ("served", 0)  # its GPUs are the server's
+    assert run_need(task, settings) is None  # not a one-model run (the report job)
+    for bad in ("A|b", "../etc", "x y", ""):
+        with pytest.raises(InvalidModelIdError, match=MODEL_TAG):
+            run_need({MODEL_TAG: bad}, settings)
+    with pytest.raises(KeyError, match="no such model"):
+        run_need({MODEL_TAG: "unknown"}, settings)
+
+
+def test_a_run_needing_more_gpus_than_the_host_lends_is_queued_and_held_with_a_message(
+    host: DagsterInstance,
+) -> None:
+    big = _submit(host, {MODEL_TAG: "grid"})
+    fits = _submit(host, {MODEL_TAG: "pair"})
+    assert big.status == fits.status == DagsterRunStatus.QUEUED
+    assert big.tags[GPUS_TAG] == "8" and fits.tags[GPUS_TAG] == "2"
+    assert _blocked(host, big) and not _blocked(host, fits)
+    (message,) = _engine_messages(host, big.run_id)
+    assert "model grid needs 8 GPUs" in message and "the largest node offers 2 (THEMIS_DEVICES=0,1)" in message
+    assert _engine_messages(host, fits.run_id) == []
+
+
+def test_runs_of_no_model_an_api_model_or_an_unknown_one_are_not_held(host: DagsterInstance) -> None:
+    served = _submit(host, {MODEL_TAG: "served"})
+    assert served.tags[GPUS_TAG] == "0" and not _blocked(host, served)
+    reports = _submit(host, {})
+    assert GPUS_TAG not in reports.tags and not _blocked(host, reports)
+    unknown = _submit(host, {MODEL_TAG: "Bad|Id"})  # a key added by hand in the UI: never looked up
+    assert unknown.status == DagsterRunStatus.QUEUED and GPUS_TAG not in unknown.tags
+    (message,) = _engine_messages(host, unknown.run_id)
+    assert "invalid model id 'Bad|Id'" in message and MODEL_TAG in message
+    handset = _submit(host, {MODEL_TAG: "grid", GPUS_TAG: "1"})  # a tag set by hand wins
+    assert handset.tags[GPUS_TAG] == "1" and not _blocked(host, handset)
+
+
+def test_the_capacity_comes_from_configuration(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _instance(tmp_path / "fixed", {"gpus_per_node": 8}) as instance:
+        coordinator = instance.run_coordinator
+        assert isinstance(coordinator, ThemisQueuedRunCoordinator)
+        assert coordinator.capacity() == (8, "run_coordinator.config.gpus_per_node")
+        assert not _blocked(instance, _submit(instance, {MODEL_TAG: "grid"}))
+    asked: list[tuple[str, str]] = []
+
+    def largest(address: str, resource: str) -> int:
+        asked.append((address, resource))
+        return 4
+
+    monkeypatch.setattr(gpu_queue, "ray_largest_node", largest)
+    monkeypatch.setenv("THEMIS_RAY_GPU_RESOURCE", "fake_gpu")
+    monkeypatch.setenv("RAY_ADDRESS_FOR_TEST", "http://ray-head.example:8265")
+    with _instance(tmp_path / "ray", {"ray_address": {"env": "RAY_ADDRESS_FOR_TEST"}}) as instance:
+        big = _submit(instance, {MODEL_TAG: "grid"})
+        assert _blocked(instance, big) and not _blocked(instance, _submit(instance, {MODEL_TAG: "pair"}))
+        assert (
+            "the largest node offers 4 (Ray resource 'fake_gpu' of the largest node)"
+            in _engine_messages(instance, big.run_id)[0]
+        )
+        assert asked == [("http://ray-head.example:8265", "fake_gpu")]  # asked once a minute, not per run
+
+    def unreachable(address: str, resource: str) -> int:
+        raise ConnectionError("refused")
+
+    monkeypatch.setattr(gpu_queue, "ray_largest_node", unreachable)
+    with _instance(tmp_path / "down", {"ray_address": "http://ray-head.example:8265"}) as instance:
+        assert not _blocked(instance, _submit(instance, {MODEL_TAG: "grid"}))  # unknown: Ray decides, as before
+
+
+def test_a_malformed_devices_setting_fails_when_the_instance_loads(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="THEMIS_DEVICES"):
+        _instance(tmp_path / "home", {"devices": "0;1"}).run_coordinator  # noqa: B018
+
+
+def test_the_deploy_configs_hold_runs_above_their_capacity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THEMIS_DEVICES", "0,1,2,3")
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "deploy" / "dagster.multi-gpu.yaml", home / "dagster.yaml")
+    with DagsterInstance.from_config(str(home)) as instance:
+        config = instance.get_concurrency_config()
+        assert config.run_queue_config is not None and config.run_queue_config.max_concurrent_runs == 8
+        limits = config.run_queue_config.tag_concurrency_limits
+        assert limits[0]["key"] == MODEL_TAG  # the per-model limit survives beside the GPU limits
+        assert next(limit["value"] for limit in limits if limit["key"] == GPUS_TAG) == "5"
+        assert config.pool_config.default_pool_limit == 4
+    ray = yaml.safe_load((ROOT / "deploy" / "dagster.ray.yaml").read_text())["run_coordinator"]
+    assert ray["class"] == "ThemisQueuedRunCoordinator"
+    assert ray["config"]["ray_address"] == {"env": "THEMIS_RAY_JOB_ADDRESS"}
