@@ -10,7 +10,12 @@ the other completes, and the daemon stays healthy.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,9 @@ from dagster._core.run_coordinator.base import SubmitRunContext
 from dagster._core.test_utils import create_run_for_test
 from dagster._utils.tags import TagConcurrencyLimitsCounter
 
+from tests.conftest import requires_mirror
+from tests.deployment import TASK, themis_deployment
+from tests.test_live_platform import CHAIN, Live, _free_port, _wait
 from themis_dagster import gpu_queue
 from themis_dagster.gpu_queue import (
     GPUS_TAG,
@@ -197,3 +205,144 @@ def test_the_deploy_configs_hold_runs_above_their_capacity(tmp_path: Path, monke
     ray = yaml.safe_load((ROOT / "deploy" / "dagster.ray.yaml").read_text())["run_coordinator"]
     assert ray["class"] == "ThemisQueuedRunCoordinator"
     assert ray["config"]["ray_address"] == {"env": "THEMIS_RAY_JOB_ADDRESS"}
+
+
+# --- the real daemon -------------------------------------------------------------------------------
+
+BIN = Path(sys.executable).parent
+SERVER_MODELS = {"fits": {}, "pair": {"tensor_parallel_size": 2}}  # one device lent: "pair" fits nowhere
+
+
+def _start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture
+def one_gpu_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Live, subprocess.Popen[bytes]]]:
+    """A webserver and daemon with ``deploy/dagster.multi-gpu.yaml`` as it ships, ``THEMIS_DEVICES=0``."""
+    env, _ = themis_deployment(tmp_path)
+    source = yaml.safe_load(Path(env["THEMIS_MODELS_FILE"]).read_text())["models"][0]["source"]
+    models = [{"id": model, "source": source, "engine": engine} for model, engine in SERVER_MODELS.items()]
+    Path(env["THEMIS_MODELS_FILE"]).write_text(yaml.safe_dump({"models": models}))
+    env = {key: value for key, value in env.items() if not key.startswith("VLLM_")} | {"THEMIS_DEVICES": "0"}
+    home = Path(env["DAGSTER_HOME"])
+    home.mkdir()
+    shutil.copy(ROOT / "deploy" / "dagster.multi-gpu.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("THEMIS_DEVICES", "0")
+    with DagsterInstance.from_config(str(home)):
+        pass  # create the storage once, so the webserver and the daemon do not both migrate a new one
+    port = _free_port()
+    live = Live(f"http://127.0.0.1:{port}", env, tmp_path, Path(env["THEMIS_WAREHOUSE"]), tmp_path, tmp_path)
+    web = _start(
+        [str(BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        env,
+        tmp_path / "webserver.log",
+    )
+    daemon = _start([str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], env, tmp_path / "daemon.log")
+    try:
+        _wait(lambda: _answers(live), 180, "the Dagster webserver", every=1)
+        yield live, daemon
+    finally:
+        _stop(daemon)
+        _stop(web)
+
+
+def _answers(live: Live) -> bool:
+    try:
+        return bool(live.gql("{ version }"))
+    except OSError:
+        return False
+
+
+def _runs(live: Live) -> dict[str, dict[str, Any]]:
+    data = live.gql("""{ runsOrError { ... on Runs { results { runId status tags { key value } } } } }""")
+    runs = [{"id": r["runId"], "status": r["status"], "tags": {t["key"]: t["value"] for t in r["tags"]}}
+            for r in data["runsOrError"]["results"]]  # fmt: skip
+    return {run["tags"][MODEL_TAG]: run for run in runs}
+
+
+def _messages(live: Live, run_id: str) -> list[str]:
+    data = live.gql(
+        """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
+        __typename ... on MessageEvent { message } } } } }""",
+        {"id": run_id},
+    )
+    return [event["message"] for event in data["logsForRun"]["events"] if event["__typename"] == "EngineEvent"]
+
+
+@requires_mirror
+@pytest.mark.server
+def test_the_daemon_keeps_a_too_big_run_queued_while_the_rest_of_its_backfill_runs(
+    one_gpu_host: tuple[Live, subprocess.Popen[bytes]],
+) -> None:
+    live, daemon = one_gpu_host
+    repo = {"repositoryLocationName": "themis_dagster", "repositoryName": "__repository__"}
+    for model in SERVER_MODELS:
+        live.gql(
+            """mutation($repo: RepositorySelector!, $key: String!) { addDynamicPartition(repositorySelector: $repo,
+            partitionsDefName: "models", partitionKey: $key) { __typename } }""",
+            {"repo": repo, "key": model},
+        )
+    launched = live.gql(
+        """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+        __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""",
+        {"params": {"assetSelection": [{"path": [key]} for key in CHAIN],
+                    "partitionNames": [f"{model}|{TASK}" for model in SERVER_MODELS]}},
+    )  # fmt: skip
+    assert launched["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", launched
+
+    def fitting_run_ended() -> dict[str, dict[str, Any]] | None:
+        runs = _runs(live)
+        done = "fits" in runs and runs["fits"]["status"] in ("SUCCESS", "FAILURE", "CANCELED")
+        return runs if done else None
+
+    runs = _wait(fitting_run_ended, 240, "the fitting run to end", every=1)
+    assert runs["fits"]["status"] == "SUCCESS", (live.folder / "daemon.log").read_text()[-3000:]
+    assert runs["fits"]["tags"][GPUS_TAG] == "1", runs["fits"]["tags"]
+    held = runs["pair"]
+    assert held["status"] == "QUEUED" and held["tags"][GPUS_TAG] == "2"
+    (message,) = [m for m in _messages(live, held["id"]) if "needs" in m]
+    assert "model pair needs 2 GPUs" in message and "the largest node offers 1 (THEMIS_DEVICES=0)" in message
+    queue = live.gql("{ instance { runQueueConfig { tagConcurrencyLimitsYaml } } }")["instance"]["runQueueConfig"]
+    assert "key: themis/gpus\n  limit: 0\n  value: '2'" in queue["tagConcurrencyLimitsYaml"]  # the UI's queue reason
+
+    time.sleep(6)  # more dequeue ticks (every 5 s): still held, nothing failed, the daemon healthy
+    assert _runs(live)["pair"]["status"] == "QUEUED"
+    assert daemon.poll() is None
+    statuses = "{ daemonType required healthy lastHeartbeatErrors { message } }"
+    answer = live.gql("{ instance { daemonHealth { allDaemonStatuses " + statuses + " } } }")
+    health = answer["instance"]["daemonHealth"]["allDaemonStatuses"]
+    queue = next(status for status in health if status["daemonType"] == "QUEUED_RUN_COORDINATOR")
+    assert queue["healthy"] and not queue["lastHeartbeatErrors"], queue
+    assert all(status["healthy"] for status in health if status["required"]), health
+
+
+@pytest.mark.cluster
+@pytest.mark.server  # starts Ray nodes: outside the fast suite, serialized with the other server tests
+def test_the_capacity_of_a_real_ray_cluster_is_its_largest_node(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("ray.dashboard", reason="ray[default] is not installed (the state API needs it)")
+    from deploy.local_stack import ray_cluster
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("RAY_", "THEMIS_"))}
+    with ray_cluster(env, {"fake_gpu": 1}, {"fake_gpu": 2}) as cluster:
+        assert gpu_queue.ray_largest_node(cluster.dashboard, "fake_gpu") == 2
+        assert gpu_queue.ray_largest_node(cluster.dashboard, "GPU") == 0  # no real GPU on either node
+        monkeypatch.setenv("THEMIS_RAY_GPU_RESOURCE", "fake_gpu")
+        with _instance(tmp_path / "home", {"ray_address": cluster.dashboard}) as instance:
+            assert _blocked(instance, _submit(instance, {MODEL_TAG: "grid"}))  # 8 > 2
+            assert not _blocked(instance, _submit(instance, {MODEL_TAG: "pair"}))  # 2 fit the worker

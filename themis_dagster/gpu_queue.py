@@ -101,7 +101,8 @@ def ray_largest_node(address: str, resource: str) -> int:
     """The largest total of ``resource`` on one alive node of the Ray cluster at ``address`` (its dashboard)."""
     from ray.util.state import list_nodes
 
-    nodes = list_nodes(address=address, filters=[("state", "=", "ALIVE")], detail=True, raise_on_missing_output=False)
+    alive: list[tuple[str, Any, Any]] = [("state", "=", "ALIVE")]
+    nodes = list_nodes(address=address, filters=alive, detail=True, timeout=10, raise_on_missing_output=False)
     totals = [int((node.resources_total or {}).get(resource, 0)) for node in nodes]
     return max(totals, default=0)
 
