@@ -136,6 +136,8 @@ def test_a_run_needing_more_gpus_than_the_host_lends_is_queued_and_held_with_a_m
     (message,) = _engine_messages(host, big.run_id)
     assert "model grid needs 8 GPUs" in message and "the largest node offers 2 (THEMIS_DEVICES=0,1)" in message
     assert _engine_messages(host, fits.run_id) == []
+    host.run_coordinator.submit_run(SubmitRunContext(big, workspace=None))  # type: ignore[arg-type]
+    assert len(_engine_messages(host, big.run_id)) == 1  # submitted again: no second message
 
 
 def test_runs_of_no_model_an_api_model_or_an_unknown_one_are_not_held(host: DagsterInstance) -> None:

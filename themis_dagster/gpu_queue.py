@@ -33,7 +33,7 @@ from dagster._config.config_schema import UserConfigSchema
 from dagster._core.events import EngineEventData
 from dagster._core.run_coordinator.base import SubmitRunContext
 from dagster._core.run_coordinator.queued_run_coordinator import QueuedRunCoordinator, RunQueueConfig
-from dagster._core.storage.dagster_run import DagsterRun
+from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
 from dagster._serdes import ConfigurableClassData
 
 from themis_dagster.devices import parse_devices
@@ -174,13 +174,15 @@ class ThemisQueuedRunCoordinator(QueuedRunCoordinator):
 
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
+        if run.status != DagsterRunStatus.NOT_STARTED or GPUS_TAG in run.tags:
+            return super().submit_run(context)  # submitted before (Dagster skips it), or a tag set by hand
         try:
             found = run_need(run.tags, Settings.from_env())
         except (InvalidModelIdError, KeyError, ValueError) as error:  # the run fails at launch, naming the tag
             message = error.args[0] if isinstance(error, KeyError) else str(error)
             self._instance.report_engine_event(f"no GPU count for this run: {message}", run)
             found = None
-        if found is not None and GPUS_TAG not in run.tags:
+        if found is not None:
             model_id, need = found
             self._instance.add_run_tags(run.run_id, {GPUS_TAG: gpus_tag_value(need)})
             capacity = self.capacity()
