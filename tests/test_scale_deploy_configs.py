@@ -20,6 +20,7 @@ CONFIGS = sorted(path.name for path in DEPLOY.glob("dagster.*.yaml"))
 ENV = {
     "THEMIS_DAGSTER_POSTGRES_URL": "postgresql+psycopg2://dagster@db.example:5432/dagster",
     "THEMIS_RAY_JOB_ADDRESS": "http://ray-head.example:8265",
+    "THEMIS_DEVICES": "0,1,2,3",  # the multi-GPU host's run coordinator counts them
 }
 
 
