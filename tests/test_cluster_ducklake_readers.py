@@ -299,3 +299,14 @@ def test_snapshot_copies_one_lake_snapshot_to_a_file(
         query_read_only(tmp_path / "then.duckdb", query), query_read_only(w.file, query), check_dtype=False
     )
     assert not (tmp_path / "then.duckdb.partial").exists()
+
+
+def test_the_cli_opens_the_lake_with_its_data_path(
+    warehouses: Warehouses, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``themis cache`` (like compare and import) builds the warehouse resource with THEMIS_WAREHOUSE_DATA_PATH."""
+    monkeypatch.setenv("THEMIS_WAREHOUSE", warehouses.lake)
+    monkeypatch.setenv("THEMIS_WAREHOUSE_DATA_PATH", str(warehouses.data))
+    assert cli.main(["cache", "stats"]) == 0
+    out = capsys.readouterr().out
+    assert MODEL in out or "(the request cache is empty)" in out, out
