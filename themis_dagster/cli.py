@@ -524,10 +524,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from themis_dagster.reachability import UnreachableError
+    from themis_dagster.warehouse.ducklake import WarehouseConfigError
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except ConfigError as error:
+    except (ConfigError, WarehouseConfigError, UnreachableError) as error:  # each names its setting
         print(f"themis: configuration error:\n{error}", file=sys.stderr)
         return 2
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import duckdb
 
+from themis_dagster.reachability import check_reachable
 from themis_dagster.warehouse import ducklake
 
 SOURCE = "lake_source"
@@ -49,6 +50,8 @@ def snapshot_lake(target: str, dest: Path, version: int | None = None) -> tuple[
     ``dest`` sees the previous copy or the new one, never half of one. ATTACH takes no bound
     parameters: the DSN (a setting), the path and the version (an int) are quoted as literals.
     """
+    host, port = ducklake.catalog_endpoint(ducklake.catalog_dsn(target))
+    check_reachable("THEMIS_WAREHOUSE (the DuckLake catalog)", host, port)
     chosen = current_version(target) if version is None else int(version)
     staging = dest.with_name(dest.name + ".partial")
     staging.unlink(missing_ok=True)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from themis_dagster.reachability import check_reachable
 from themis_dagster.warehouse import ducklake
 
 if TYPE_CHECKING:
@@ -226,6 +227,7 @@ def connect_lake_read_only(target: str) -> duckdb.DuckDBPyConnection:
     (a setting) and the catalog's path are quoted as literals.
     """
     dsn = ducklake.catalog_dsn(target)
+    check_reachable("THEMIS_WAREHOUSE (the DuckLake catalog)", *ducklake.catalog_endpoint(dsn))
     conn = duckdb.connect(
         config={key: value for key, value in READ_ONLY_CONFIG.items() if key != "enable_external_access"}
     )
