@@ -193,8 +193,12 @@ def test_the_door_stays_shut_on_the_lake(
 def test_the_connection_alone_refuses_files_writes_and_settings(warehouses: Warehouses, tmp_path: Path) -> None:
     """Layer 1 on the lake, without the statement check; as the SELECT-only role, PostgreSQL refuses the rest."""
     with connect_read_only(warehouses.reader) as conn:
+        data = warehouses.data
         for query in (
             "SELECT * FROM read_csv('/etc/passwd')",
+            f"SELECT * FROM read_text('{data}/../../../../../../etc/passwd')",  # allowed_directories is not a prefix
+            f"SELECT * FROM glob('{data}/../*')",
+            f"SELECT * FROM read_text('{data}x/a')",
             f"COPY (SELECT 'x') TO '{tmp_path / 'x.csv'}'",
             f"ATTACH '{tmp_path / 'o.duckdb'}' AS o",
             "INSTALL httpfs",
