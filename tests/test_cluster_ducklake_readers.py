@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -113,6 +114,16 @@ def warehouses(ducklake_postgres: Postgres, tmp_path_factory: pytest.TempPathFac
     )
     reader = f"ducklake:postgres:dbname=readers host={pg.host} port={pg.port} user=analyst"
     return Warehouses(lake.database, reader, data, file, lake_reports, file_reports, pg)
+
+
+_STAMPS = re.compile(
+    r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([+-]\d{2}:?\d{2}|Z| UTC)?"
+    r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\brun [0-9a-f]{8}\b"
+)
+
+
+def _unstamped(page: Path) -> str:
+    return _STAMPS.sub("<stamp>", page.read_text())
 
 
 def _sql(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -267,6 +278,11 @@ def test_the_reports_and_the_leaderboard_work_on_the_lake(
         p.relative_to(warehouses.file_reports) for p in warehouses.file_reports.rglob("*.html")
     )
     assert any(MODEL in str(page) for page in pages)
+    for page in pages:  # the same report, but for when it was made and the run that made it
+        lake_page, file_page = (
+            _unstamped(folder / page) for folder in (warehouses.lake_reports, warehouses.file_reports)
+        )
+        assert lake_page == file_page, page
     printed = []
     for target in (warehouses.reader, str(warehouses.file)):
         monkeypatch.setenv("THEMIS_WAREHOUSE", target)
