@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 import yaml
 from dagster import DagsterInstance
 
+from deploy.local_stack import Postgres, postgres
 from themis_dagster.resources import ThemisConfig, WarehouseResource, engine_resource_class
 from themis_dagster.settings import Settings
 
@@ -59,3 +61,14 @@ def make_resources(
 
 
 requires_mirror = pytest.mark.skipif(not MIRROR.is_dir(), reason=f"dataset mirror not found at {MIRROR}")
+
+
+# The DuckLake catalogs of the cluster tests: one database each in one PostgreSQL server per session.
+DUCKLAKE_CATALOGS = ("lake", "readers")
+
+
+@pytest.fixture(scope="session")
+def ducklake_postgres() -> Iterator[Postgres]:
+    """One throwaway PostgreSQL server for every DuckLake test module (``deploy/local_stack.py``)."""
+    with postgres(DUCKLAKE_CATALOGS) as pg:
+        yield pg

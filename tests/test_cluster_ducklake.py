@@ -13,14 +13,13 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import polars as pl
 import pytest
 
-from deploy.local_stack import Postgres, free_port, postgres, why_no_postgres
+from deploy.local_stack import Postgres, free_port, why_no_postgres
 from tests.conftest import make_resources, requires_mirror, write_overrides
 from themis_dagster.reachability import UnreachableError
 from themis_dagster.resources import WarehouseResource
@@ -55,9 +54,9 @@ TABLE = "task_items"
 
 
 @pytest.fixture(scope="module")
-def catalog() -> Iterator[Postgres]:
-    with postgres(("lake",)) as pg:
-        yield pg
+def catalog(ducklake_postgres: Postgres) -> Postgres:
+    """The session's PostgreSQL server (tests/conftest.py), database ``lake``."""
+    return ducklake_postgres
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 import time
@@ -288,3 +289,56 @@ def test_gives_up_with_a_clear_message_when_the_writer_stays(
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT * FROM \"POSTGRES_QUERY\"('db', 'SELECT 1')",
+        "FROM main.postgres_query('db', 'SELECT 1')",
+        "WITH x AS (FROM postgres_query('db', 'SELECT 1')) FROM x",
+        "SELECT 1 ORDER BY (SELECT 1 FROM postgres_query('db', 'SELECT 1'))",
+        "SELECT 1 WHERE EXISTS (FROM postgres_execute('db', 'DROP TABLE t'))",
+        "SUMMARIZE FROM postgres_query('db', 'SELECT 1')",
+        "DESCRIBE SELECT * FROM postgres_scan('db', 'public', 't')",
+        "PIVOT (FROM postgres_query('db', 'SELECT 1')) ON x IN (1) USING count(*)",
+        "EXPLAIN SELECT * FROM postgres_query('db', 'SELECT 1')",
+        "SELECT * FROM query('SELECT 1')",
+        "SELECT json_execute_serialized_sql('{}')",
+        "SELECT * FROM ducklake_cleanup_old_files('themis_lake', cleanup_all => true)",
+        "SELECT * FROM ducklake_expire_snapshots('themis_lake', older_than => now())",
+    ],
+)
+def test_reads_on_a_lake_may_not_call_functions_that_reach_past_it(query: str) -> None:
+    """On a DuckLake warehouse the locked connection still runs these: the statement check refuses them."""
+    with duckdb.connect() as conn, pytest.raises(RefusedQuery, match=r"it calls \w+\(\)"):
+        checked_statements(conn, query, lake=True)
+    with duckdb.connect() as conn:  # the lake's read-only functions and plain reads pass
+        for read in ("SELECT * FROM ducklake_snapshots('themis_lake')", "SELECT lower('A'), count(*) FROM range(3)"):
+            checked_statements(conn, read, lake=True)
+
+
+@pytest.mark.parametrize(
+    ("target", "named"),
+    [
+        ("ducklake:postgres:dbname=lake host=127.0.0.1 port={port}", r"THEMIS_WAREHOUSE \(the DuckLake catalog\)"),
+        ("ducklake:postgres:host=127.0.0.1", "THEMIS_WAREHOUSE: the catalog needs dbname="),
+        ("ducklake:sqlite:lake.db", "only a PostgreSQL catalog"),
+    ],
+)
+def test_a_bad_lake_setting_is_named_before_anything_runs(
+    target: str, named: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from deploy.local_stack import free_port
+
+    monkeypatch.setenv("THEMIS_WAREHOUSE", target.format(port=free_port()))
+    for command in (["sql", "SELECT 1"], ["snapshot", "unused.duckdb"]):
+        assert cli.main(command) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("themis: configuration error:") and re.search(named, err), err
+
+
+def test_snapshot_versions_are_the_lakes_only(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["snapshot", str(warehouse.with_name("copy.duckdb")), "--version", "3"]) == 2
+    assert "only a DuckLake warehouse has snapshot versions" in capsys.readouterr().err
+    assert not warehouse.with_name("copy.duckdb").exists()

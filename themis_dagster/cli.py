@@ -15,13 +15,16 @@ import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import duckdb
 
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ConfigError, get_model, load_registry
 from themis_dagster.settings import PROJECT_ROOT, Settings
 from themis_dagster.warehouse.readonly import DEFAULT_WAIT_S
+
+if TYPE_CHECKING:
+    from themis_dagster.resources import WarehouseResource
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 _QUICK_EXIT = False  # set by console_main: the process ends with os._exit after main()
@@ -74,14 +77,28 @@ def tasks_with_data(settings: Settings, tasks: Sequence[str]) -> tuple[list[str]
     return tasks_with_local_data(list(tasks), settings.datasets_dir, settings.cache_dir, allow_download=True)
 
 
-def print_leaderboard(warehouse: Path, out: TextIO = sys.stdout) -> None:
-    with duckdb.connect(str(warehouse), read_only=True) as conn:
+def _warehouse(settings: Settings) -> WarehouseResource:
+    """The warehouse resource the settings name (a DuckDB file, or a DuckLake database with its data path)."""
+    from themis_dagster.resources import WarehouseResource
+
+    return WarehouseResource(
+        database=str(settings.warehouse),
+        data_path=settings.warehouse_data_path,
+        lock_timeout_s=settings.warehouse_lock_timeout_s,
+    )
+
+
+def print_leaderboard(warehouse: Path, out: TextIO | None = None) -> None:
+    """Print the leaderboard table, read through the read-only door (a DuckDB file or a DuckLake warehouse)."""
+    from themis_dagster.warehouse.readonly import connect_read_only
+
+    with connect_read_only(warehouse) as conn:
         frame = conn.execute(
             "SELECT task, metric, rank, model, round(value, 4) AS value, "
             "round(ci_low, 4) AS ci_low, round(ci_high, 4) AS ci_high, n, ideal "
             "FROM leaderboard ORDER BY task, metric, rank, model"
         ).df()
-    print(frame.to_string(index=False) if not frame.empty else "(leaderboard is empty)", file=out)
+    print(frame.to_string(index=False) if not frame.empty else "(leaderboard is empty)", file=out or sys.stdout)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -275,7 +292,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     from themis_dagster.importers.store import ensure_model_registered, record_import, store_imported
     from themis_dagster.partitions import evaluation_key
     from themis_dagster.registry.model_id import InvalidModelIdError, validate_model_id
-    from themis_dagster.resources import WarehouseResource
     from themis_dagster.tasks.loader import task_names
 
     settings = Settings.from_env()
@@ -299,7 +315,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     ensure_dagster_home()
     instance = DagsterInstance.get()
     register_models(instance, [args.model])
-    warehouse = WarehouseResource(database=str(settings.warehouse), lock_timeout_s=settings.warehouse_lock_timeout_s)
+    warehouse = _warehouse(settings)
     with warehouse.connect() as conn:
         counts = store_imported(conn, args.model, task, imported, dataset_sha256, finish_reason)
     record_import(instance, args.model, task, paths, counts)
@@ -366,9 +382,17 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """Write a consistent copy of the warehouse that BI tools can hold open without blocking runs."""
-    from themis_dagster.warehouse import snapshot
+    from themis_dagster.warehouse import ducklake, snapshot
+    from themis_dagster.warehouse.lake_snapshot import snapshot_lake
 
     settings = Settings.from_env()
+    if ducklake.is_ducklake(str(settings.warehouse)):  # the lake's own snapshot (default: the latest), as a file
+        target = Path(args.target) if args.target else PROJECT_ROOT / "data" / "warehouse-snapshot.duckdb"
+        path, version = snapshot_lake(str(settings.warehouse), target, args.version)
+        print(f"{path} (DuckLake snapshot {version})")
+        return 0
+    if args.version is not None:
+        raise ConfigError("themis snapshot --version: only a DuckLake warehouse has snapshot versions")
     target = Path(args.target) if args.target else settings.warehouse.with_name("warehouse-snapshot.duckdb")
     print(snapshot(settings.warehouse, target))
     return 0
@@ -377,7 +401,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_cache(args: argparse.Namespace) -> int:
     """Show or clear the request cache (answers by request fingerprint, reused across runs)."""
     from themis_dagster.registry.model_id import InvalidModelIdError, validate_model_id
-    from themis_dagster.resources import WarehouseResource
 
     if args.model:
         try:
@@ -385,7 +408,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
         except InvalidModelIdError as error:
             raise ConfigError(str(error)) from None
     where, values = ("WHERE model = ?", [args.model]) if args.model else ("", [])
-    with WarehouseResource(database=str(Settings.from_env().warehouse)).connect() as conn:
+    with _warehouse(Settings.from_env()).connect() as conn:
         if args.action == "clear":
             row = conn.execute(f"DELETE FROM request_cache {where} RETURNING 1", values).fetchall()  # noqa: S608
             print(f"cleared {len(row)} cached answers" + (f" of {args.model}" if args.model else ""))
@@ -414,7 +437,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from themis_dagster.comparisons.gates import load_gates
     from themis_dagster.comparisons.paired import ComparisonError
     from themis_dagster.comparisons.store import common_tasks, run_comparisons
-    from themis_dagster.resources import WarehouseResource
     from themis_dagster.tasks.loader import load_overrides, load_task
 
     settings = Settings.from_env()
@@ -423,7 +445,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         get_model(models, model_id)
     gates = load_gates()
     overrides = load_overrides(settings.task_overrides_file)
-    warehouse = WarehouseResource(database=str(settings.warehouse), lock_timeout_s=settings.warehouse_lock_timeout_s)
+    warehouse = _warehouse(settings)
     with warehouse.connect() as conn:
         names = args.task or common_tasks(conn, args.model, args.baseline)
         if not names:
@@ -484,6 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     importer.set_defaults(func=cmd_import)
     snap = sub.add_parser("snapshot", help="copy the warehouse for long read-only sessions (BI tools)")
     snap.add_argument("target", nargs="?", help="default: data/warehouse-snapshot.duckdb")
+    snap.add_argument("--version", type=int, help="DuckLake only: copy this snapshot (default: the latest)")
     snap.set_defaults(func=cmd_snapshot)
     cache = sub.add_parser("cache", help="show or clear the request cache (answers reused across runs)")
     cache.add_argument("action", choices=["stats", "clear"])
@@ -501,10 +524,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from themis_dagster.reachability import UnreachableError
+    from themis_dagster.warehouse.ducklake import WarehouseConfigError
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except ConfigError as error:
+    except (ConfigError, WarehouseConfigError, UnreachableError) as error:  # each names its setting
         print(f"themis: configuration error:\n{error}", file=sys.stderr)
         return 2
 

@@ -20,10 +20,24 @@ such as ``read_csv('/etc/passwd')``. Two layers close the door:
    SELECT. Anything else is refused, naming the statement and why, before anything runs.
 
 Opening waits briefly while a run holds the warehouse for writing (:func:`connect_read_only`).
+
+A DuckLake warehouse (``THEMIS_WAREHOUSE=ducklake:postgres:...``) needs its extensions, its
+PostgreSQL catalog and its Parquet files, so layer 1 differs (:func:`connect_lake_read_only`):
+the extensions are loaded from their packages' files and the lake is attached ``READ_ONLY``
+(DuckLake then opens its catalog in PostgreSQL ``READ ONLY`` transactions), then
+``allowed_directories`` is set to the lake's data folder alone, ``enable_external_access =
+false`` and ``lock_configuration = true``. That leaves two openings layer 2 must close: files
+under the data folder can be written (``COPY ... TO``; refused as a statement) and the
+PostgreSQL extension's ``postgres_query`` runs any read-only SQL on the catalog server as the
+catalog's role (``pg_read_file`` for a superuser); so on a lake, a read also may not call
+``postgres_*`` functions, DuckLake's maintenance functions or the SQL-from-a-string functions
+(``query``, ``json_execute_serialized_sql``) (:data:`LAKE_FORBIDDEN_FUNCTIONS`). Give analysts
+a catalog role that may only SELECT (docs/scale-out.md) so PostgreSQL refuses the rest too.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -31,6 +45,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
+
+from themis_dagster.reachability import check_reachable
+from themis_dagster.warehouse import ducklake
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,6 +64,25 @@ READ_ONLY_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 AFTER_OPEN = ("SET disabled_filesystems = 'LocalFileSystem'", "SET lock_configuration = true")
 
 DEFAULT_WAIT_S = 10.0
+
+# DuckLake's table functions that only read; its others (expire, cleanup, merge, flush...) maintain the lake.
+LAKE_READ_FUNCTIONS = frozenset(
+    {
+        "ducklake_snapshots",
+        "ducklake_current_snapshot",
+        "ducklake_last_committed_snapshot",
+        "ducklake_table_info",
+        "ducklake_list_files",
+        "ducklake_table_changes",
+        "ducklake_table_insertions",
+        "ducklake_table_deletions",
+        "ducklake_options",
+        "ducklake_settings",
+    }
+)
+# Functions a read on a lake may not call: SQL run elsewhere or hidden in a string.
+LAKE_FORBIDDEN_FUNCTIONS = frozenset({"query", "query_table", "json_execute_serialized_sql"})
+LAKE_FORBIDDEN_PREFIXES = ("postgres_", "ducklake_")
 
 _WHY: dict[str, str] = {
     "INSERT": "it writes rows",
@@ -113,11 +149,40 @@ def _outside(error: duckdb.PermissionException) -> RefusedQuery:
     )
 
 
-def checked_statements(conn: duckdb.DuckDBPyConnection, sql: str) -> list[duckdb.Statement]:
+def _function_names(tree: object) -> set[str]:
+    """Every function named anywhere in a serialized statement (``json_serialize_sql``)."""
+    names: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("function_name"), str):
+                names.add(node["function_name"].lower())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names
+
+
+def _check_lake_functions(conn: duckdb.DuckDBPyConnection, statement: duckdb.Statement, query: str) -> None:
+    """Refuse a read that calls a function which reaches past the lake's tables (:data:`LAKE_FORBIDDEN_FUNCTIONS`)."""
+    row = conn.execute("SELECT json_serialize_sql(?)", [query]).fetchone()
+    tree = json.loads(row[0]) if row else {"error": True}
+    if tree.get("error"):
+        raise _refuse(statement, "it cannot be checked for functions that reach outside the warehouse")
+    for name in sorted(_function_names(tree)):
+        if name in LAKE_READ_FUNCTIONS:
+            continue
+        if name in LAKE_FORBIDDEN_FUNCTIONS or name.startswith(LAKE_FORBIDDEN_PREFIXES):
+            raise _refuse(statement, f"it calls {name}(), which runs SQL elsewhere or maintains the lake")
+
+
+def checked_statements(conn: duckdb.DuckDBPyConnection, sql: str, *, lake: bool = False) -> list[duckdb.Statement]:
     """The statements of ``sql``, each a read; raises :class:`RefusedQuery` if any is not.
 
     Parse on a connection from :func:`connect_read_only`: DuckDB's parser reads files
-    for some statements (IMPORT DATABASE), which that configuration refuses.
+    for some statements (IMPORT DATABASE), which that configuration refuses. On a DuckLake
+    warehouse (``lake``), the functions a read calls are checked too (the module's docstring).
     """
     try:
         statements = conn.extract_statements(sql)
@@ -127,11 +192,15 @@ def checked_statements(conn: duckdb.DuckDBPyConnection, sql: str) -> list[duckdb
         raise RefusedQuery("refused: the query holds no statement")
     for statement in statements:
         if statement.type == duckdb.StatementType.SELECT:
+            if lake:
+                _check_lake_functions(conn, statement, statement.query)
             continue
         if statement.type == duckdb.StatementType.EXPLAIN:
             match = _EXPLAIN.match(statement.query)
             inner = conn.extract_statements(match["inner"]) if match else []
             if len(inner) == 1 and inner[0].type == duckdb.StatementType.SELECT:
+                if lake:
+                    _check_lake_functions(conn, statement, inner[0].query)
                 continue
             raise _refuse(statement, "only EXPLAIN of a SELECT is run (EXPLAIN ANALYZE executes its statement)")
         why = _WHY.get(_name(statement.type), "it is not a read")
@@ -146,14 +215,55 @@ def _is_lock_conflict(error: duckdb.Error) -> bool:
     return isinstance(error, duckdb.IOException) and "lock" in message
 
 
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def connect_lake_read_only(target: str) -> duckdb.DuckDBPyConnection:
+    """A locked-down connection to a DuckLake warehouse, attached READ_ONLY (the module's docstring).
+
+    The data folder allowed is the one the catalog records (the lake's own ``data_path``),
+    not a setting that could name another. ATTACH and SET take no bound parameters: the DSN
+    (a setting) and the catalog's path are quoted as literals.
+    """
+    dsn = ducklake.catalog_dsn(target)
+    check_reachable("THEMIS_WAREHOUSE (the DuckLake catalog)", *ducklake.catalog_endpoint(dsn))
+    conn = duckdb.connect(
+        config={key: value for key, value in READ_ONLY_CONFIG.items() if key != "enable_external_access"}
+    )
+    try:
+        for name in ducklake.EXTENSION_PACKAGES:
+            conn.execute(f"LOAD {_literal(str(ducklake.extension_file(name)))}")
+        alias = ducklake.CATALOG_ALIAS
+        conn.execute(f"ATTACH {_literal(ducklake.PREFIX + 'postgres:' + dsn)} AS {alias} (READ_ONLY)")
+        conn.execute(f"USE {alias}")
+        row = conn.execute("SELECT data_path FROM ducklake_settings(?)", [alias]).fetchone()
+        if not row or not row[0]:
+            raise ducklake.WarehouseConfigError(f"THEMIS_WAREHOUSE: the DuckLake catalog records no data path ({row})")
+        data_path = str(row[0]) if str(row[0]).endswith("/") else f"{row[0]}/"
+        conn.execute(f"SET allowed_directories = [{_literal(data_path)}]")
+        conn.execute("SET enable_external_access = false")
+        conn.execute("SET lock_configuration = true")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def connect_read_only(
-    warehouse: Path,
+    warehouse: Path | str,
     wait_s: float = DEFAULT_WAIT_S,
     *,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> duckdb.DuckDBPyConnection:
-    """A locked-down read-only connection; retries with backoff for ``wait_s`` while a writer holds the file."""
+    """A locked-down read-only connection; retries with backoff for ``wait_s`` while a writer holds the file.
+
+    A DuckLake target has no file lock (readers see the last committed snapshot):
+    :func:`connect_lake_read_only`.
+    """
+    if ducklake.is_ducklake(str(warehouse)):
+        return connect_lake_read_only(str(warehouse))
     deadline = clock() + max(wait_s, 0.0)
     delay = 0.05
     while True:
@@ -181,17 +291,22 @@ def connect_read_only(
         return conn
 
 
-def query_read_only(warehouse: Path, sql: str, wait_s: float = DEFAULT_WAIT_S) -> pd.DataFrame:
+def run_read_only(conn: duckdb.DuckDBPyConnection, sql: str, *, lake: bool = False) -> pd.DataFrame:
+    """Check ``sql`` and run it on a connection from :func:`connect_read_only`; the last statement's result."""
+    statements = checked_statements(conn, sql, lake=lake)
+    try:
+        for statement in statements[:-1]:
+            conn.execute(statement)
+        return conn.execute(statements[-1]).df()
+    except duckdb.PermissionException as error:
+        raise _outside(error) from error
+
+
+def query_read_only(warehouse: Path | str, sql: str, wait_s: float = DEFAULT_WAIT_S) -> pd.DataFrame:
     """Run ``sql`` (one or more read statements) on the warehouse; the last statement's result.
 
     Raises :class:`RefusedQuery` for a statement that is not a read or that reaches outside
     the warehouse, :class:`WarehouseBusy` when a writer holds the file past ``wait_s``.
     """
     with connect_read_only(warehouse, wait_s) as conn:
-        statements = checked_statements(conn, sql)
-        try:
-            for statement in statements[:-1]:
-                conn.execute(statement)
-            return conn.execute(statements[-1]).df()
-        except duckdb.PermissionException as error:
-            raise _outside(error) from error
+        return run_read_only(conn, sql, lake=ducklake.is_ducklake(str(warehouse)))
