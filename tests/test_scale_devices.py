@@ -23,6 +23,7 @@ from themis_dagster.devices import (
     DeviceClaimError,
     claim_devices,
     device_pool,
+    ensure_device_pools,
     holders,
     parse_devices,
     release_devices,
@@ -138,6 +139,41 @@ def test_processes_claiming_at_once_never_share_a_device(home: Path) -> None:
         holding[device] = run_id
     with DagsterInstance.from_config(str(home)) as instance:
         assert set(holders(instance, GPUS).values()) == {None}
+
+
+def _racing_storage(instance: DagsterInstance, rival: DagsterInstance, devices: tuple[str, ...]) -> None:
+    """Make ``instance`` lose the pool-creation race once: it saw no limit row, ``rival`` then creates it."""
+    from dagster._core.storage.event_log.schema import ConcurrencyLimitsTable
+
+    storage = instance.event_log_storage
+    original = storage._upsert_and_lock_limit_row  # type: ignore[attr-defined]
+    raced: list[bool] = []
+
+    def upsert(conn, concurrency_key, num, has_default_pool_limit_col):  # type: ignore[no-untyped-def]
+        if raced:
+            return original(conn, concurrency_key, num, has_default_pool_limit_col)
+        raced.append(True)
+        ensure_device_pools(rival, devices)  # the other run, in between our look and our insert
+        conn.execute(ConcurrencyLimitsTable.insert().values(concurrency_key=concurrency_key, limit=num))
+        return None
+
+    storage._upsert_and_lock_limit_row = upsert  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("attempts", [1, 5])
+def test_two_runs_creating_the_device_pools_at_once(home: Path, attempts: int) -> None:
+    """Dagster's own insert of a new pool's limit row fails for the later of two runs on SQLite; ours looks again."""
+    from sqlalchemy.exc import IntegrityError
+
+    with DagsterInstance.from_config(str(home)) as ours, DagsterInstance.from_config(str(home)) as rival:
+        _racing_storage(ours, rival, GPUS)
+        if attempts == 1:
+            with pytest.raises(IntegrityError, match="concurrency_limits"):
+                ensure_device_pools(ours, GPUS, attempts=1)
+            return
+        ensure_device_pools(ours, GPUS, attempts=attempts)
+        infos = ours.event_log_storage.get_concurrency_infos([device_pool(device) for device in GPUS])
+        assert {pool: info.slot_count for pool, info in infos.items()} == {device_pool(d): 1 for d in GPUS}
 
 
 @requires_mirror

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from dagster import DagsterInstance
+from sqlalchemy.exc import IntegrityError
 
 DEVICE_POOL_PREFIX = "gpu/"
 CLAIM_STEP = "themis-devices"  # the "step" the run's device slots are claimed for
@@ -54,13 +55,26 @@ def device_pool(device: str) -> str:
     return f"{DEVICE_POOL_PREFIX}{device}"
 
 
-def ensure_device_pools(instance: DagsterInstance, devices: Sequence[str]) -> None:
-    """Give each device's pool exactly one slot (a pool made by hand with more is set back to one)."""
+def ensure_device_pools(instance: DagsterInstance, devices: Sequence[str], attempts: int = 5) -> None:
+    """Give each device's pool exactly one slot (a pool made by hand with more is set back to one).
+
+    Runs starting together may create a pool at the same moment. Dagster 1.13's
+    ``set_concurrency_slots`` looks for the pool's limit row ``FOR UPDATE``, which SQLite
+    ignores, so both insert it and the later one fails with ``UNIQUE constraint failed:
+    concurrency_limits``. The loser looks again: the row the winner wrote is then there.
+    """
     storage = instance.event_log_storage
-    infos = storage.get_concurrency_infos([device_pool(device) for device in devices])
-    for pool, info in infos.items():
-        if info.slot_count != 1:
-            storage.set_concurrency_slots(pool, 1)
+    for attempt in range(attempts):
+        try:
+            infos = storage.get_concurrency_infos([device_pool(device) for device in devices])
+            for pool, info in infos.items():
+                if info.slot_count != 1:
+                    storage.set_concurrency_slots(pool, 1)
+            return
+        except IntegrityError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 def holders(instance: DagsterInstance, devices: Sequence[str]) -> dict[str, str | None]:
