@@ -58,7 +58,7 @@ def _duplicates(conn: duckdb.DuckDBPyConnection) -> dict[str, int]:
     found = {}
     for name in KEYED:
         key = ", ".join(f'"{column}"' for column in TABLES[name].primary_key)
-        row = conn.execute(f'SELECT count(*) - count(DISTINCT ({key})) FROM "{name}"').fetchone()  # noqa: S608
+        row = conn.execute(f'SELECT count(*) - count(DISTINCT ({key})) FROM "{name}"').fetchone()
         found[name] = int(row[0]) if row else 0
     return found
 

@@ -40,6 +40,7 @@ from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
+from themis_dagster.stages.judge_frames import columnar_judge, judged_frame
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import append_rows
@@ -295,15 +296,21 @@ def judgments(
     settle_heap()
     key = model_and_task(context)
     task = themis.task(key.task)
+    columnar = columnar_judge(task)
     with warehouse.connect() as conn:
         items = read_upstream_frame(conn, "task_items", key)
-        prompts = read_upstream_frame(conn, "prompts", key, required=False)
+        # the requests only where judge reads them (a columnar judge does not)
+        prompts = read_upstream_frame(conn, "prompts", key, required=False) if columnar is None else None
         responses = read_upstream_frame(conn, "responses", key)
         upstream = read_generation(conn, "responses", key)
     second_opinions = 0
-    if item_local(task) and task.second_opinion is None:  # a chunk of items at a time
+    if columnar is not None:  # the whole partition a column at a time (stages/judge_frames.py)
+        frame = judged_frame(columnar, key, items, responses, task.params)
+    elif item_local(task) and task.second_opinion is None:  # a chunk of items at a time
+        assert prompts is not None
         frame = _judged_by_chunks(task, key, items, prompts, responses)
     else:
+        assert prompts is not None
         judged = task.module.judge(
             from_frame("task_items", items, Item),
             from_frame("prompts", prompts, Request),

@@ -14,6 +14,7 @@ judgment keeps ``stereo_antistereo`` so SQL can slice by direction.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Literal
@@ -100,6 +101,75 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
         outcome = "prefers_sent_more" if prefers_more else "prefers_sent_less"
         judgments.append(Judgment(item.item_id, item.subset, outcome, 1.0 if prefers_more else 0.0, True, detail))
     return judgments
+
+
+def judge_frame(items: pl.DataFrame, responses: pl.DataFrame, params: Params) -> pl.DataFrame:
+    """``judge`` for a whole partition, a column at a time: the same rows, in item order.
+
+    ``items`` and ``responses`` are the partition's ``task_items`` and ``responses`` rows; the
+    result has the ``judgments`` columns less (model, task), ``detail`` encoded as the
+    warehouse encodes ``judge``'s (``json.dumps(sort_keys=True)``, floats by ``repr``).
+    ``judge`` stays the definition: tests/test_judge_frames.py checks the two equal, text for
+    text. A million judgments took 15.6 s through records; this path skips them (issue 14).
+    """
+    logprobs = responses.select("request_id", "logprob")
+    sides = [
+        logprobs.rename({"request_id": f"_{side}_id", "logprob": f"ll_{side}"}).unique(f"_{side}_id", keep="last")
+        for side in ("more", "less")
+    ]
+    lined = items.select(
+        "item_id",
+        "subset",
+        pl.col("fields").str.json_path_match("$.stereo_antistereo").alias("_stereo"),
+        (pl.col("item_id") + ":more").alias("_more_id"),
+        (pl.col("item_id") + ":less").alias("_less_id"),
+    )
+    for side, frame in zip(("more", "less"), sides, strict=True):
+        lined = lined.join(frame, on=f"_{side}_id", how="left", maintain_order="left")
+    usable = pl.col("ll_more").is_finite().fill_null(False) & pl.col("ll_less").is_finite().fill_null(False)
+    prefers_more = pl.col("ll_more") > pl.col("ll_less")
+    lined = lined.with_columns(
+        usable.alias("parsed"), (pl.col("ll_more") - pl.col("ll_less")).abs().alias("likelihood_diff")
+    )
+    # json.dumps writes a finite float as repr() does (polars' own text differs: 1e-05 vs 0.00001)
+    stereo = _json_text(lined.get_column("_stereo"))
+    texts = {name: _float_text(lined.get_column(name)) for name in ("likelihood_diff", "ll_less", "ll_more")}
+    usable_detail = pl.concat_str(
+        [
+            pl.lit('{"likelihood_diff": '), texts["likelihood_diff"], pl.lit(', "ll_less": '), texts["ll_less"],
+            pl.lit(', "ll_more": '), texts["ll_more"], pl.lit(', "stereo_antistereo": '), stereo, pl.lit("}"),
+        ]
+    )  # fmt: skip
+    return lined.select(
+        "item_id",
+        "subset",
+        pl.when(usable)
+        .then(pl.when(prefers_more).then(pl.lit("prefers_sent_more")).otherwise(pl.lit("prefers_sent_less")))
+        .otherwise(pl.lit("missing_response"))
+        .alias("outcome"),
+        pl.when(usable).then(prefers_more.cast(pl.Float64)).otherwise(None).alias("score"),
+        "parsed",
+        pl.when(usable)
+        .then(usable_detail)
+        .otherwise(pl.concat_str([pl.lit('{"stereo_antistereo": '), stereo, pl.lit("}")]))
+        .alias("detail"),
+    )
+
+
+def _float_text(column: pl.Series) -> pl.Series:
+    """Each finite value as ``repr`` writes it (what ``json.dumps`` writes); others NULL (never written)."""
+    return pl.Series(
+        [repr(value) if value is not None and math.isfinite(value) else None for value in column.to_list()],
+        dtype=pl.String,
+    )
+
+
+def _json_text(column: pl.Series) -> pl.Series:
+    """Each string as ``json.dumps`` writes it (``null`` for None): a few distinct values, each dumped once."""
+    distinct = column.unique().to_list()
+    return column.replace_strict(
+        {value: json.dumps(value) for value in distinct if value is not None}, default="null", return_dtype=pl.String
+    ).fill_null("null")
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
