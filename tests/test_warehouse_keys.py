@@ -25,6 +25,7 @@ from themis_dagster.warehouse import (
     replace_rows,
 )
 from themis_dagster.warehouse.frames import rows_frame, to_frame
+from themis_dagster.warehouse.migrate import drop_primary_keys, keyed_tables
 from themis_dagster.warehouse.tables import TABLES
 
 KEYED = [name for name, table in TABLES.items() if table.primary_key]
@@ -113,4 +114,24 @@ def test_a_warehouse_created_with_primary_keys_keeps_them_and_works(tmp_path: Pa
         with pytest.raises(duckdb.ConstraintException):  # and the constraint is still there
             conn.execute("INSERT INTO prompts (model, task, request_id, item_id, request_type) "
                          "VALUES ('m', 't', 'r0', 'i0', 'chat')")  # fmt: skip
+        assert _duplicates(conn) == dict.fromkeys(KEYED, 0)
+
+
+def test_migrate_rebuilds_a_keyed_warehouse_without_its_keys(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as old:
+        for table in TABLES.values():
+            old.execute(table.ddl(constraints=True))
+    with duckdb.connect(str(path)) as conn:
+        ensure_schema(conn)
+        _stage_write(conn, _prompts(6, "kept"), "a")
+        before = read_partition(conn, "prompts", "m", "t")
+        assert drop_primary_keys(conn) == sorted(KEYED)
+        assert keyed_tables(conn) == []
+        assert read_partition(conn, "prompts", "m", "t").equals(before)
+        assert read_partition(conn, "stage_generations", "m", "t")["run_id"].to_list() == ["a"]
+        assert conn.execute("SELECT count(*) FROM partition_status").fetchone() is not None  # the views read
+        assert drop_primary_keys(conn) == []  # nothing left to do
+        _stage_write(conn, _prompts(3, "new"), "b")
+        assert read_partition(conn, "prompts", "m", "t").height == 3
         assert _duplicates(conn) == dict.fromkeys(KEYED, 0)
