@@ -43,9 +43,7 @@ def conn(tmp_path: Path) -> duckdb.DuckDBPyConnection:
 def test_the_declared_tables_are_the_tables_ensure_schema_creates(conn: duckdb.DuckDBPyConnection) -> None:
     for name, table in TABLES.items():
         described = [row[:4] for row in conn.execute(f'DESCRIBE "{name}"').fetchall()]
-        declared = [
-            (c.name, c.type.sql, "YES" if c.nullable else "NO", None) for c in table.columns
-        ]
+        declared = [(c.name, c.type.sql, "YES" if c.nullable else "NO", None) for c in table.columns]
         assert described == declared, name
         assert rows_frame(name, []).schema == pl.Schema(table.frame_schema), name
         assert conn.execute(f'SELECT * FROM "{name}"').pl().columns == list(table.column_names), name

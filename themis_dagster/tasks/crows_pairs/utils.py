@@ -73,6 +73,43 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
     return requests
 
 
+def build_requests_frame(items: pl.DataFrame, params: Params, templates: dict[str, str]) -> pl.DataFrame:
+    """``build_requests`` for a whole partition, a column at a time: the same rows, in the same order.
+
+    ``items`` is the partition's ``task_items`` frame (``fields`` as JSON text: the strings
+    ``load_items`` read). Returns the ``prompts`` columns less (model, task).
+    tests/test_columnar_task_functions.py checks it equal to ``build_requests``.
+    """
+    fields = pl.col("fields")
+    lined = items.select(
+        "item_id",
+        fields.str.json_path_match("$.sent_more").alias("sent_more"),
+        fields.str.json_path_match("$.sent_less").alias("sent_less"),
+        (fields.str.json_path_match("$.prompt").fill_null("") if params.context_source == "prompts_csv" else pl.lit(""))
+        .alias("context"),
+    ).with_row_index("_item")  # fmt: skip
+    for side in ("sent_more", "sent_less"):
+        if missing := lined.filter(pl.col(side).is_null()).get_column("item_id").head(3).to_list():
+            raise ValueError(f"crows_pairs: items {missing} have no {side}")
+    sides = [
+        lined.select(
+            "_item",
+            pl.lit(order, dtype=pl.UInt8).alias("_side"),
+            (pl.col("item_id") + f":{side}").alias("request_id"),
+            "item_id",
+            pl.lit("loglikelihood").alias("request_type"),
+            "context",
+            (pl.lit(params.target_delimiter) + pl.col(f"sent_{side}")).alias("continuation"),
+        )
+        for order, side in enumerate(("more", "less"))
+    ]
+    empty = [
+        pl.lit(None, dtype=pl.String).alias(name)
+        for name in ("prompt", "messages", "template", "template_sha256", "gen_params")
+    ]
+    return pl.concat(sides).sort("_item", "_side").drop("_item", "_side").with_columns(empty)
+
+
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
     """Per pair: which sentence the model finds likelier, and by how many nats."""
     by_id = {response.request_id: response for response in responses}
@@ -109,7 +146,7 @@ def judge_frame(items: pl.DataFrame, responses: pl.DataFrame, params: Params) ->
     ``items`` and ``responses`` are the partition's ``task_items`` and ``responses`` rows; the
     result has the ``judgments`` columns less (model, task), ``detail`` encoded as the
     warehouse encodes ``judge``'s (``json.dumps(sort_keys=True)``, floats by ``repr``).
-    ``judge`` stays the definition: tests/test_judge_frames.py checks the two equal, text for
+    ``judge`` stays the definition: tests/test_columnar_task_functions.py checks the two equal, text for
     text. A million judgments took 15.6 s through records; this path skips them (issue 14).
     """
     logprobs = responses.select("request_id", "logprob")

@@ -1,20 +1,21 @@
-"""A task's columnar ``judge_frame`` writes exactly the rows its ``judge`` does (crows_pairs).
+"""A task's columnar functions write exactly the rows its per-record ones do (crows_pairs).
 
-``judge`` is the definition (lm-eval's process_results); ``judge_frame`` is the judgments
-stage's fast path. Both are run on the same items and responses, and the frames the warehouse
-would store compared text for text, ``detail`` included.
+``build_requests`` and ``judge`` are the definitions (lm-eval's doc_to_text/process_results);
+``build_requests_frame`` and ``judge_frame`` are the stages' fast paths. Both are run on the
+same inputs and the frames the warehouse would store compared text for text.
 """
 
 from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import EvaluationPartition
-from themis_dagster.stages.judge_frames import columnar_judge, judged_frame
+from themis_dagster.stages.columnar import columnar_judge, columnar_requests, judged_frame, requests_frame
 from themis_dagster.tasks.crows_pairs import utils as crows_pairs
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item
@@ -94,5 +95,41 @@ def test_judge_frame_equals_judge_on_known_cases() -> None:
     )
 
 
-def test_the_stage_uses_it_for_crows_pairs_only_where_judge_would_see_items_alone() -> None:
-    assert columnar_judge(load_task("crows_pairs")) is crows_pairs.judge_frame
+def test_the_stages_use_crows_pairs_columnar_functions() -> None:
+    task = load_task("crows_pairs")
+    assert columnar_judge(task) is crows_pairs.judge_frame
+    assert columnar_requests(task) is crows_pairs.build_requests_frame
+
+
+SENTENCE = st.text(max_size=8)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(SENTENCE, SENTENCE, st.one_of(st.none(), SENTENCE)), max_size=10),
+    st.sampled_from(["none", "prompts_csv"]),
+    st.sampled_from(["", " "]),
+)
+def test_build_requests_frame_equals_build_requests(
+    pairs: list[tuple[str, str, str | None]], context_source: str, delimiter: str
+) -> None:
+    params = crows_pairs.Params(context_source=context_source, target_delimiter=delimiter)  # type: ignore[arg-type]
+    items = []
+    for index, (more, less, prompt) in enumerate(pairs):
+        fields = {"sent_more": more, "sent_less": less, "stereo_antistereo": "stereo", "bias_type": "age"}
+        if prompt is not None or index % 2:
+            fields["prompt"] = prompt  # type: ignore[assignment]
+        items.append(Item(f"{index}", "age", fields))
+    by_records = to_frame("prompts", crows_pairs.build_requests(items, params, {}), model=KEY.model, task=KEY.task)
+    frame = to_frame("task_items", items, model=KEY.model, task=KEY.task, dataset_sha256="sha")
+    by_columns = requests_frame(crows_pairs.build_requests_frame, KEY, frame, params, {})
+    assert by_columns.schema == by_records.schema
+    assert by_columns.to_dicts() == by_records.to_dicts()
+
+
+def test_build_requests_frame_names_an_item_without_its_sentence() -> None:
+    items = to_frame(
+        "task_items", [Item("7", "age", {"sent_less": "x"})], model=KEY.model, task=KEY.task, dataset_sha256="s"
+    )
+    with pytest.raises(ValueError, match=r"items \['7'\] have no sent_more"):
+        crows_pairs.build_requests_frame(items, PARAMS, {})
