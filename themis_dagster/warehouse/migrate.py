@@ -2,8 +2,8 @@
 
 Warehouses created before keys were kept unique by the writers (``warehouse.replace_rows``)
 hold each stage table's key as a DuckDB PRIMARY KEY. They keep working as they are; the index
-only makes writes slower (a million-row partition written 3x slower, replaced by a re-run
-tens of times slower: ``bench/judge_and_keys.py``). This drops it: each such table is copied
+only makes writes slower (a re-run's replacement of a million-row partition: 14 to 22 times
+the CPU, ``bench/judge_and_keys.py``). This drops it: each such table is copied
 into a new table of the same declaration without the key, which then takes its name, in one
 transaction per table (a failure leaves that table as it was). DuckDB cannot drop a key in
 place. Run it while nothing else writes to the file:

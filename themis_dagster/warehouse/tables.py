@@ -84,8 +84,8 @@ class Table:
         Without the PRIMARY KEY by default: ``primary_key`` is kept unique by the writers
         (``warehouse.replace_rows``: a frame's keys are checked distinct, and a partition's rows
         are deleted and inserted in one transaction), on DuckDB files as on DuckLake, which
-        rejects the constraint. DuckDB's index made a million-row insert 2.8x slower and a
-        re-run's replacement of it 23x slower (``docs/benchmarks.md``). ``constraints=True``:
+        rejects the constraint. DuckDB's index made a re-run's replacement of a million rows
+        14 to 22 times the CPU (``bench/judge_and_keys.py``). ``constraints=True``:
         the DDL warehouses were created with before, which they keep.
         """
         lines = [
