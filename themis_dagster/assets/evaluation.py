@@ -40,6 +40,7 @@ from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
+from themis_dagster.stages.columnar import columnar_judge, columnar_requests, judged_frame, requests_frame
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import append_rows
@@ -98,14 +99,19 @@ def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, wareh
     with warehouse.connect() as conn:
         items = read_upstream_frame(conn, "task_items", key)
         upstream = read_generation(conn, "task_items", key)
-    if item_local(task):  # a chunk of items at a time
-        batches = iter_records("task_items", items, Item, RECORD_CHUNK)
+    if (columnar := columnar_requests(task)) is not None:  # a column at a time (stages/columnar.py)
+        frame = requests_frame(columnar, key, items, task.params, task.templates)
     else:
-        batches = iter([from_frame("task_items", items, Item)])
-    requests = (
-        chunk for batch in batches for chunk in chunked(task.module.build_requests(batch, task.params, task.templates))
-    )
-    frame = stage_frame("prompts", key, requests)
+        if item_local(task):  # a chunk of items at a time
+            batches = iter_records("task_items", items, Item, RECORD_CHUNK)
+        else:
+            batches = iter([from_frame("task_items", items, Item)])
+        requests = (
+            chunk
+            for batch in batches
+            for chunk in chunked(task.module.build_requests(batch, task.params, task.templates))
+        )
+        frame = stage_frame("prompts", key, requests)
     with warehouse.connect() as conn:
         _, written = replace_stage_frame(conn, "prompts", key, frame, run_id=context.run_id, upstream=upstream)
     template_hashes = {name: task.template_sha256(name) for name in task.templates}
@@ -295,15 +301,21 @@ def judgments(
     settle_heap()
     key = model_and_task(context)
     task = themis.task(key.task)
+    columnar = columnar_judge(task)
     with warehouse.connect() as conn:
         items = read_upstream_frame(conn, "task_items", key)
-        prompts = read_upstream_frame(conn, "prompts", key, required=False)
+        # the requests only where judge reads them (a columnar judge does not)
+        prompts = read_upstream_frame(conn, "prompts", key, required=False) if columnar is None else None
         responses = read_upstream_frame(conn, "responses", key)
         upstream = read_generation(conn, "responses", key)
     second_opinions = 0
-    if item_local(task) and task.second_opinion is None:  # a chunk of items at a time
+    if columnar is not None:  # the whole partition a column at a time (stages/columnar.py)
+        frame = judged_frame(columnar, key, items, responses, task.params)
+    elif item_local(task) and task.second_opinion is None:  # a chunk of items at a time
+        assert prompts is not None
         frame = _judged_by_chunks(task, key, items, prompts, responses)
     else:
+        assert prompts is not None
         judged = task.module.judge(
             from_frame("task_items", items, Item),
             from_frame("prompts", prompts, Request),

@@ -16,12 +16,13 @@ from themis_dagster.warehouse.tables import TABLES, Table, declared, quote
 SQL_DIR = Path(__file__).resolve().parent.parent.parent / "sql"
 
 
-def ensure_schema(conn: duckdb.DuckDBPyConnection, constraints: bool = True) -> None:
+def ensure_schema(conn: duckdb.DuckDBPyConnection, constraints: bool = False) -> None:
     """Create missing tables (from their declarations) and (re)create the analyst views; safe on every write.
 
     A table created from an earlier declaration gets the nullable columns declared since
-    (its old rows read NULL there), so reads and writes by column name keep working.
-    ``constraints=False``: no PRIMARY KEY (a DuckLake warehouse, ``warehouse/ducklake.py``).
+    (its old rows read NULL there), so reads and writes by column name keep working. Tables
+    are created without PRIMARY KEY (``Table.ddl``: the writers keep keys unique); a table
+    that has one keeps it. ``constraints=True`` creates missing tables with it (old warehouses' DDL).
     """
     for table in TABLES.values():
         conn.execute(table.ddl(constraints))
@@ -88,6 +89,35 @@ class Write(NamedTuple):
     scope: Mapping[str, str]
 
 
+class DuplicateKeyError(ValueError):
+    """A frame holds two rows with the same key: written, it would break the table's key."""
+
+
+def _check_keys(declaration: Table, write: Write) -> None:
+    """Keep ``declaration.primary_key`` unique without a DuckDB constraint.
+
+    The write deletes every row its scope names, then inserts the frame, in one transaction:
+    when the scope's columns are all key columns, every stored row sharing a key with the
+    frame lies in the scope and is deleted first, so the table's keys stay unique exactly when
+    the frame's are (one polars pass: about 0.1 s for a million string keys).
+    """
+    key = declaration.primary_key
+    if not key:
+        return
+    outside = sorted(set(write.scope) - set(key))
+    if outside:
+        raise ValueError(f"{write.table}: a write scoped by {outside} (not key columns) cannot keep {key} unique")
+    rest = [column for column in key if column not in write.scope]
+    if write.frame.height < 2:
+        return
+    if not rest:  # the scope is the whole key: at most one row
+        raise DuplicateKeyError(f"{write.table}: {write.frame.height} rows for the one key {dict(write.scope)}")
+    keys = write.frame.select(rest)
+    if keys.n_unique() != keys.height:
+        repeated = keys.filter(keys.is_duplicated()).unique(maintain_order=True).head(3).rows()
+        raise DuplicateKeyError(f"{write.table}: duplicate {', '.join(rest)} in the rows written, e.g. {repeated}")
+
+
 def _delete_insert(conn: duckdb.DuckDBPyConnection, write: Write) -> None:
     """Delete the rows ``write.scope`` names and insert ``write.frame``, in the caller's transaction."""
     delete = f"DELETE FROM {quote(write.table)}"  # noqa: S608 - a declared name
@@ -101,9 +131,10 @@ def replace_rows(conn: duckdb.DuckDBPyConnection, writes: Sequence[Write]) -> in
     """Apply every write in one transaction; returns the rows inserted.
 
     A stage's rows and the record of which materialization they are (``stage_generations``)
-    are never seen apart. Every row of a frame must lie inside its scope, so a re-run can
-    never leave duplicates or touch another partition. Any exception rolls everything back,
-    so the old rows stay.
+    are never seen apart. Every row of a frame must lie inside its scope and its keys must be
+    distinct (``DuplicateKeyError``, before anything is written), so a re-run can never leave
+    duplicates or touch another partition. Any exception rolls everything back, so the old
+    rows stay.
     """
     for write in writes:
         declaration = _check_frame(write.table, write.frame)
@@ -113,6 +144,7 @@ def replace_rows(conn: duckdb.DuckDBPyConnection, writes: Sequence[Write]) -> in
             if write.frame.height and not write.frame.filter(pl.col(column) != value).is_empty():
                 scope = "|".join(write.scope.values())
                 raise ValueError(f"{write.table}: frame holds rows outside partition {scope}")
+        _check_keys(declaration, write)
 
     def replace() -> int:
         with transaction(conn):

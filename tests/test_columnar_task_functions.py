@@ -1,0 +1,135 @@
+"""A task's columnar functions write exactly the rows its per-record ones do (crows_pairs).
+
+``build_requests`` and ``judge`` are the definitions (lm-eval's doc_to_text/process_results);
+``build_requests_frame`` and ``judge_frame`` are the stages' fast paths. Both are run on the
+same inputs and the frames the warehouse would store compared text for text.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from themis_dagster.exchange import Request, Response
+from themis_dagster.partitions import EvaluationPartition
+from themis_dagster.stages.columnar import columnar_judge, columnar_requests, judged_frame, requests_frame
+from themis_dagster.tasks.crows_pairs import utils as crows_pairs
+from themis_dagster.tasks.loader import load_task
+from themis_dagster.tasks.spec import Item
+from themis_dagster.warehouse.frames import to_frame
+
+KEY = EvaluationPartition("m", "crows_pairs")
+PARAMS = crows_pairs.Params()
+
+# logprobs as engines return them, and as they fail: None, NaN, infinities, ties, extremes
+LOGPROBS = st.one_of(
+    st.none(),
+    st.sampled_from([math.nan, -math.inf, math.inf, 0.0, -0.0, -1e-05, -5e-324, -1e300, -12.5]),
+    st.floats(min_value=-1e6, max_value=0.0),
+)
+STEREO = st.one_of(st.none(), st.sampled_from(["stereo", "antistereo"]), st.text(max_size=6))
+
+
+def _judged_both_ways(pairs: list[tuple[str | None, str | None, float | None, float | None, str]]) -> None:
+    items, responses = [], []
+    for index, (subset, stereo, more, less, present) in enumerate(pairs):
+        fields = {"sent_more": f"more {index}", "sent_less": f"less {index}"}
+        if stereo is not None or index % 2:
+            fields["stereo_antistereo"] = stereo  # type: ignore[assignment]
+        items.append(Item(str(index), subset, fields))
+        for side, logprob in (("more", more), ("less", less)):
+            if side in present:  # a missing response: judge sees none for that side
+                request = Request.loglikelihood("", fields[f"sent_{side}"], f"{index}:{side}", str(index))
+                responses.append(
+                    request.scored(logprob, True, n_prompt_tokens=3, n_continuation_tokens=2)
+                    if logprob is not None
+                    else _failed(request)
+                )
+    by_records = to_frame("judgments", crows_pairs.judge(items, [], responses, PARAMS), model=KEY.model, task=KEY.task)
+    by_columns = judged_frame(
+        crows_pairs.judge_frame,
+        KEY,
+        to_frame("task_items", items, model=KEY.model, task=KEY.task, dataset_sha256="sha"),
+        to_frame("responses", responses, model=KEY.model, task=KEY.task),
+        PARAMS,
+    )
+    assert by_columns.schema == by_records.schema
+    assert by_columns.to_dicts() == by_records.to_dicts()
+
+
+def _failed(request: Request) -> Response:
+    return Response(request.request_id, request.item_id, error="engine failed", request_type=request.request_type)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.sampled_from(["gender", "race-color"])),
+            STEREO,
+            LOGPROBS,
+            LOGPROBS,
+            st.sampled_from(["more less", "more", "less", ""]),
+        ),
+        max_size=12,
+    )
+)
+def test_judge_frame_equals_judge(pairs: list[tuple[str | None, str | None, float | None, float | None, str]]) -> None:
+    _judged_both_ways(pairs)
+
+
+def test_judge_frame_equals_judge_on_known_cases() -> None:
+    _judged_both_ways(
+        [
+            ("gender", "stereo", -3.5, -4.25, "more less"),  # prefers more
+            ("gender", "antistereo", -4.25, -3.5, "more less"),  # prefers less
+            ("race-color", "stereo", -2.0, -2.0, "more less"),  # a tie is not a preference for more
+            ("race-color", 'quote " and \\ é', -1e-05, -1.2345678901234568e17, "more less"),
+            (None, None, math.nan, -1.0, "more less"),  # unusable: missing_response
+            ("gender", "stereo", None, -1.0, "more less"),  # an engine error
+            ("gender", "stereo", -1.0, -1.0, "more"),  # no response for less
+        ]
+    )
+
+
+def test_the_stages_use_crows_pairs_columnar_functions() -> None:
+    task = load_task("crows_pairs")
+    assert columnar_judge(task) is crows_pairs.judge_frame
+    assert columnar_requests(task) is crows_pairs.build_requests_frame
+
+
+SENTENCE = st.text(max_size=8)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(SENTENCE, SENTENCE, st.one_of(st.none(), SENTENCE)), max_size=10),
+    st.sampled_from(["none", "prompts_csv"]),
+    st.sampled_from(["", " "]),
+)
+def test_build_requests_frame_equals_build_requests(
+    pairs: list[tuple[str, str, str | None]], context_source: str, delimiter: str
+) -> None:
+    params = crows_pairs.Params(context_source=context_source, target_delimiter=delimiter)  # type: ignore[arg-type]
+    items = []
+    for index, (more, less, prompt) in enumerate(pairs):
+        fields = {"sent_more": more, "sent_less": less, "stereo_antistereo": "stereo", "bias_type": "age"}
+        if prompt is not None or index % 2:
+            fields["prompt"] = prompt  # type: ignore[assignment]
+        items.append(Item(f"{index}", "age", fields))
+    by_records = to_frame("prompts", crows_pairs.build_requests(items, params, {}), model=KEY.model, task=KEY.task)
+    frame = to_frame("task_items", items, model=KEY.model, task=KEY.task, dataset_sha256="sha")
+    by_columns = requests_frame(crows_pairs.build_requests_frame, KEY, frame, params, {})
+    assert by_columns.schema == by_records.schema
+    assert by_columns.to_dicts() == by_records.to_dicts()
+
+
+def test_build_requests_frame_names_an_item_without_its_sentence() -> None:
+    items = to_frame(
+        "task_items", [Item("7", "age", {"sent_less": "x"})], model=KEY.model, task=KEY.task, dataset_sha256="s"
+    )
+    with pytest.raises(ValueError, match=r"items \['7'\] have no sent_more"):
+        crows_pairs.build_requests_frame(items, PARAMS, {})

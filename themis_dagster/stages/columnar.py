@@ -1,0 +1,71 @@
+"""A task's optional columnar ``build_requests`` and ``judge``: whole frames in, the stage's frame out.
+
+A task module may define, beside its per-record functions (which stay the definition):
+
+- ``build_requests_frame(items, params, templates)``: the partition's ``task_items`` frame in,
+  the ``prompts`` columns less (model, task) out, rows in ``build_requests``' order;
+- ``judge_frame(items, responses, params)``: the ``task_items`` and ``responses`` frames in,
+  the ``judgments`` columns less (model, task) out, ``detail`` already encoded as JSON text.
+
+No record per row is built for them. A task that offers one must test it equal to its
+per-record function on the same inputs (crows_pairs: tests/test_columnar_task_functions.py).
+The stages use them only for item-local tasks (``ITEM_LOCAL``), and the judge only where no
+second opinion follows (that one reads ``Judgment`` records).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from themis_dagster.partitions import EvaluationPartition
+from themis_dagster.tasks.loader import LoadedTask
+from themis_dagster.warehouse.tables import declared
+
+JudgeFrame = Callable[[pl.DataFrame, pl.DataFrame, Any], pl.DataFrame]
+RequestsFrame = Callable[[pl.DataFrame, Any, dict[str, str]], pl.DataFrame]
+
+
+def _offered(task: LoadedTask, name: str) -> Any:
+    if not getattr(task.module, "ITEM_LOCAL", False):
+        return None
+    return getattr(task.module, name, None)
+
+
+def columnar_requests(task: LoadedTask) -> RequestsFrame | None:
+    """The task's ``build_requests_frame``, where the stage may use it instead of ``build_requests``."""
+    return _offered(task, "build_requests_frame")  # type: ignore[no-any-return]
+
+
+def columnar_judge(task: LoadedTask) -> JudgeFrame | None:
+    """The task's ``judge_frame``, where the stage may use it instead of ``judge``."""
+    if task.second_opinion is not None:
+        return None
+    return _offered(task, "judge_frame")  # type: ignore[no-any-return]
+
+
+def _in_table(table: str, key: EvaluationPartition, frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with the partition's (model, task), in the table's column order and types."""
+    declaration = declared(table)
+    frame = frame.with_columns(pl.lit(key.model).alias("model"), pl.lit(key.task).alias("task"))
+    declaration.check_columns(frame.columns)
+    return frame.select(declaration.column_names).cast(declaration.frame_schema)  # type: ignore[arg-type]
+
+
+def requests_frame(
+    build: RequestsFrame, key: EvaluationPartition, items: pl.DataFrame, params: Any, templates: dict[str, str]
+) -> pl.DataFrame:
+    """The partition's prompts frame from ``build_requests_frame``."""
+    return _in_table("prompts", key, build(items, params, templates))
+
+
+def judged_frame(
+    judge_frame: JudgeFrame, key: EvaluationPartition, items: pl.DataFrame, responses: pl.DataFrame, params: Any
+) -> pl.DataFrame:
+    """The partition's judgments frame from ``judge_frame``: one row per item."""
+    judged = _in_table("judgments", key, judge_frame(items, responses, params))
+    if judged.height != items.height:
+        raise ValueError(f"{key}: judge_frame returned {judged.height} judgments for {items.height} items")
+    return judged
