@@ -298,3 +298,19 @@ def test_missing_or_malformed_settings_are_named() -> None:
     with pytest.raises(ducklake.WarehouseConfigError, match="THEMIS_WAREHOUSE_DATA_PATH='gs://b/'"):
         ducklake.is_object_store("gs://b/")
     assert ducklake.is_object_store(DATA) and not ducklake.is_object_store("/srv/lake")
+
+
+def test_snapshot_copies_the_object_store_lake_to_a_file(
+    evaluated: tuple[S3Lake, list[str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    lake, _ = evaluated
+    monkeypatch.setenv("THEMIS_WAREHOUSE", lake.warehouse.database)
+    copy = tmp_path / "copy.duckdb"
+    assert cli.main(["snapshot", str(copy)]) == 0
+    assert capsys.readouterr().out.strip().startswith(f"{copy} (DuckLake snapshot ")
+    with duckdb.connect(str(copy), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM task_items WHERE model = ?", [MODEL]).fetchone() == (LIMIT,)
+        assert conn.execute("SELECT count(*) FROM metrics WHERE model = ?", [MODEL]).fetchone()[0] > 0

@@ -46,6 +46,8 @@ SECRET_NAME = "themis_lake_s3"  # noqa: S105 - the name DuckDB knows it by
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 DEFAULT_REGION = "us-east-1"
+# DuckLake's ATTACH of a catalog whose data path is a URL, before httpfs is loaded (DuckDB 1.5.5).
+NEEDS_HTTPFS = "requires the extension httpfs to be loaded"
 CONFLICT = "Transaction conflict"
 INIT_RACE = "Failed to initialize DuckLake"
 DEFAULT_COMMIT_ATTEMPTS = 12
@@ -234,6 +236,21 @@ def connect(target: str, data_path: str) -> duckdb.DuckDBPyConnection:
         conn.close()
         raise
     return conn
+
+
+def attach_existing(conn: duckdb.DuckDBPyConnection, attach: str) -> None:
+    """ATTACH a lake whose data path only the catalog knows (readers); on an object store, httpfs and the secret first.
+
+    DuckLake asks for httpfs when the recorded data path is a URL; then the object store is opened
+    (:func:`open_object_store`) and the ATTACH run again.
+    """
+    try:
+        conn.execute(attach)
+    except duckdb.Error as error:
+        if NEEDS_HTTPFS not in str(error):
+            raise
+        open_object_store(conn, s3_settings())
+        conn.execute(attach)
 
 
 def attach_with_init_retries(conn: duckdb.DuckDBPyConnection, attach: str, attempts: int = 6) -> None:

@@ -68,8 +68,6 @@ READ_ONLY_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 AFTER_OPEN = ("SET disabled_filesystems = 'LocalFileSystem'", "SET lock_configuration = true")
 
 DEFAULT_WAIT_S = 10.0
-# DuckLake's ATTACH of a catalog whose data path is a URL, before httpfs is loaded (DuckDB 1.5.5).
-NEEDS_HTTPFS = "requires the extension httpfs to be loaded"
 
 # DuckLake's table functions that only read; its others (expire, cleanup, merge, flush...) maintain the lake.
 LAKE_READ_FUNCTIONS = frozenset(
@@ -269,13 +267,7 @@ def connect_lake_read_only(target: str) -> duckdb.DuckDBPyConnection:
             conn.execute(f"LOAD {_literal(str(ducklake.extension_file(name)))}")
         alias = ducklake.CATALOG_ALIAS
         attach = f"ATTACH {_literal(ducklake.PREFIX + 'postgres:' + dsn)} AS {alias} (READ_ONLY)"
-        try:
-            conn.execute(attach)
-        except duckdb.Error as error:  # the catalog records an object store: httpfs and the secret, then again
-            if NEEDS_HTTPFS not in str(error):
-                raise
-            ducklake.open_object_store(conn, ducklake.s3_settings())
-            conn.execute(attach)
+        ducklake.attach_existing(conn, attach)  # an object store: httpfs and the S3 secret too
         conn.execute(f"USE {alias}")
         row = conn.execute("SELECT data_path FROM ducklake_settings(?)", [alias]).fetchone()
         if not row or not row[0]:
