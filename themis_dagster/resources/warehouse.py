@@ -74,10 +74,16 @@ class WarehouseResource(DuckDBResource):
 
     @contextmanager
     def _ducklake_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """DuckLake: no file lock to wait for (writers conflict at commit instead: ``with_commit_retries``)."""
+        """DuckLake: no file lock to wait for (writers conflict at commit instead: ``with_commit_retries``).
+
+        The catalog, and an object store holding the data path, are checked once for reachability.
+        """
         if not self._checked:  # an unreachable catalog fails before any engine starts, naming the setting
             host, port = ducklake.catalog_endpoint(ducklake.catalog_dsn(self.database))
             check_reachable("THEMIS_WAREHOUSE (the DuckLake catalog)", host, port)
+            if ducklake.is_object_store(self.data_path):  # and so does its object store, naming the endpoint's setting
+                setting, host, port = ducklake.object_store_endpoint(self.data_path, ducklake.s3_settings())
+                check_reachable(f"{setting} (the DuckLake data path's object store)", host, port)
             self._checked = True
         conn = ducklake.connect(self.database, self.data_path)
         try:

@@ -1,10 +1,16 @@
-"""A DuckLake warehouse: many writer processes and hosts, a PostgreSQL catalog, data files in a folder.
+"""A DuckLake warehouse: many writer processes and hosts, a PostgreSQL catalog, data files in a folder or object store.
 
 ``THEMIS_WAREHOUSE=ducklake:postgres:dbname=themis host=db.example user=themis`` selects it,
 ``THEMIS_WAREHOUSE_DATA_PATH`` is where its Parquet files go (a shared folder, or an object
 store URL that DuckDB can write). The extensions come from PyPI packages
 (``duckdb-extension-ducklake``, ``duckdb-extension-postgres_scanner`` 1.5.5, which load only
 into duckdb 1.5.5) and are loaded from their files: nothing is downloaded at run time.
+
+On an object store (``THEMIS_WAREHOUSE_DATA_PATH=s3://bucket/prefix/``) ``httpfs`` is loaded
+too (``duckdb-extension-httpfs``) and a temporary DuckDB secret is made from the standard AWS
+variables (:func:`s3_settings`): DuckDB's ``credential_chain`` provider would need the ``aws``
+extension, which PyPI does not ship. The secret lives in the connection's memory only; DuckDB
+redacts it in ``duckdb_secrets()``, and an error while making it is re-raised without the statement.
 
 DuckLake differs from a DuckDB file in two ways the warehouse code relies on:
 - no PRIMARY KEY/UNIQUE: tables are created without them (``ensure_schema(constraints=False)``);
@@ -19,17 +25,29 @@ DuckLake differs from a DuckDB file in two ways the warehouse code relies on:
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import duckdb
 
 PREFIX = "ducklake:"
 CATALOG_ALIAS = "themis_lake"
 EXTENSION_PACKAGES = {"ducklake": "duckdb_extension_ducklake", "postgres_scanner": "duckdb_extension_postgres_scanner"}
+OBJECT_STORE_PACKAGES = {"httpfs": "duckdb_extension_httpfs"}  # loaded when the data path is a URL
+OBJECT_STORE_SCHEMES = ("s3://",)
+SECRET_NAME = "themis_lake_s3"  # noqa: S105 - the name DuckDB knows it by
+# The standard variables, first one set wins (AWS_ENDPOINT_URL_S3 is the AWS SDKs' per-service override).
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
+DEFAULT_REGION = "us-east-1"
+# DuckLake's ATTACH of a catalog whose data path is a URL, before httpfs is loaded (DuckDB 1.5.5).
+NEEDS_HTTPFS = "requires the extension httpfs to be loaded"
 CONFLICT = "Transaction conflict"
 INIT_RACE = "Failed to initialize DuckLake"
 DEFAULT_COMMIT_ATTEMPTS = 12
@@ -69,7 +87,7 @@ def catalog_endpoint(dsn: str) -> tuple[str, int]:
 
 def extension_file(name: str) -> Path:
     """The extension binary shipped by its PyPI package, for this duckdb version."""
-    package = EXTENSION_PACKAGES[name]
+    package = {**EXTENSION_PACKAGES, **OBJECT_STORE_PACKAGES}[name]
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise WarehouseConfigError(f"THEMIS_WAREHOUSE names DuckLake but the {package} package is not installed")
@@ -86,8 +104,113 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def is_object_store(data_path: str) -> bool:
+    """Whether a data path is an object store URL (else: a folder); other schemes are refused."""
+    if data_path.startswith(OBJECT_STORE_SCHEMES):
+        return True
+    if "://" in data_path:
+        raise WarehouseConfigError(
+            f"THEMIS_WAREHOUSE_DATA_PATH={data_path!r}: a folder or an s3://bucket/prefix/ URL (S3 or S3-compatible)"
+        )
+    return False
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """What the DuckDB S3 secret is made of; ``repr`` never shows the secret key."""
+
+    key_id: str
+    secret: str
+    region: str
+    session_token: str
+    endpoint: str  # host:port of an S3-compatible store, "" for AWS itself
+    use_ssl: bool
+    endpoint_setting: str  # the variable the endpoint came from, for error messages
+
+    def __repr__(self) -> str:
+        return f"S3Settings(key_id={self.key_id!r}, region={self.region!r}, endpoint={self.endpoint!r}, secret=***)"
+
+
+def _first(env: Mapping[str, str], names: tuple[str, ...]) -> tuple[str, str]:
+    for name in names:
+        if env.get(name):
+            return name, env[name]
+    return names[0], ""
+
+
+def s3_settings(env: Mapping[str, str] | None = None) -> S3Settings:
+    """The S3 credentials from the standard AWS variables; a missing or malformed one is named.
+
+    AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary keys),
+    AWS_REGION or AWS_DEFAULT_REGION, and for an S3-compatible store AWS_ENDPOINT_URL_S3 or
+    AWS_ENDPOINT_URL (``http://host:port``: path-style requests, TLS only for https).
+    """
+    env = os.environ if env is None else env
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        if not env.get(name):
+            raise WarehouseConfigError(f"{name} is not set: an s3:// THEMIS_WAREHOUSE_DATA_PATH needs S3 credentials")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", *REGION_VARIABLES):
+        if any(ch.isspace() or ch in "'\\" for ch in env.get(name, "")):
+            raise WarehouseConfigError(f"{name} holds whitespace, a quote or a backslash: not a valid S3 setting")
+    _, region = _first(env, REGION_VARIABLES)
+    endpoint_setting, url = _first(env, ENDPOINT_VARIABLES)
+    endpoint, use_ssl = "", True
+    if url:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") or parts.query:
+            raise WarehouseConfigError(f"{endpoint_setting}={url!r}: expected http(s)://host[:port]")
+        endpoint, use_ssl = parts.netloc.rsplit("@", 1)[-1], parts.scheme == "https"
+    return S3Settings(
+        key_id=env["AWS_ACCESS_KEY_ID"],
+        secret=env["AWS_SECRET_ACCESS_KEY"],
+        region=region or DEFAULT_REGION,
+        session_token=env.get("AWS_SESSION_TOKEN", ""),
+        endpoint=endpoint,
+        use_ssl=use_ssl,
+        endpoint_setting=endpoint_setting,
+    )
+
+
+def object_store_endpoint(data_path: str, s3: S3Settings) -> tuple[str, str, int]:
+    """The setting to name, host and port an object-store data path is reached at (for the reachability check)."""
+    if s3.endpoint:
+        parts = urlsplit(f"//{s3.endpoint}")
+        return s3.endpoint_setting, parts.hostname or "", parts.port or (443 if s3.use_ssl else 80)
+    bucket = urlsplit(data_path).hostname or ""
+    return "THEMIS_WAREHOUSE_DATA_PATH", f"{bucket}.s3.{s3.region}.amazonaws.com", 443
+
+
+def open_object_store(conn: duckdb.DuckDBPyConnection, s3: S3Settings) -> None:
+    """Load httpfs from its package and make the connection's temporary S3 secret.
+
+    CREATE SECRET takes no bound parameters: the values are checked by :func:`s3_settings` and
+    quoted as literals; if DuckDB refuses the statement, its message (which may quote the
+    statement) is not passed on.
+    """
+    conn.execute(f"LOAD {_literal(str(extension_file('httpfs')))}")
+    options = [
+        "TYPE s3",
+        f"KEY_ID {_literal(s3.key_id)}",
+        f"SECRET {_literal(s3.secret)}",
+        f"REGION {_literal(s3.region)}",
+    ]
+    if s3.session_token:
+        options.append(f"SESSION_TOKEN {_literal(s3.session_token)}")
+    if s3.endpoint:
+        options += [f"ENDPOINT {_literal(s3.endpoint)}", "URL_STYLE 'path'", f"USE_SSL {str(s3.use_ssl).lower()}"]
+    try:
+        conn.execute(f"CREATE OR REPLACE TEMPORARY SECRET {SECRET_NAME} ({', '.join(options)})")
+    except duckdb.Error as error:
+        raise WarehouseConfigError(
+            f"the S3 settings (AWS_*) were refused by DuckDB ({type(error).__name__}; "
+            "its message is withheld: it may quote them)"
+        ) from None
+
+
 def connect(target: str, data_path: str) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the DuckLake database attached and in use; extensions from their packages.
+
+    An ``s3://`` data path loads httpfs and makes the S3 secret first (:func:`open_object_store`).
 
     ATTACH takes no bound parameters: the DSN and path (settings, never user input) are
     quoted as literals.
@@ -95,11 +218,15 @@ def connect(target: str, data_path: str) -> duckdb.DuckDBPyConnection:
     dsn = catalog_dsn(target)
     if not data_path:
         raise WarehouseConfigError("THEMIS_WAREHOUSE_DATA_PATH is empty: a DuckLake warehouse needs a data folder")
+    object_store = is_object_store(data_path)
+    s3 = s3_settings() if object_store else None
     conn = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     try:
         for name in EXTENSION_PACKAGES:
             conn.execute(f"LOAD {_literal(str(extension_file(name)))}")
-        if "://" not in data_path:
+        if s3 is not None:
+            open_object_store(conn, s3)
+        else:
             Path(data_path).mkdir(parents=True, exist_ok=True)
         attach_with_init_retries(
             conn, f"ATTACH {_literal(PREFIX + 'postgres:' + dsn)} AS {CATALOG_ALIAS} (DATA_PATH {_literal(data_path)})"
@@ -109,6 +236,21 @@ def connect(target: str, data_path: str) -> duckdb.DuckDBPyConnection:
         conn.close()
         raise
     return conn
+
+
+def attach_existing(conn: duckdb.DuckDBPyConnection, attach: str) -> None:
+    """ATTACH a lake whose data path only the catalog knows (readers); on an object store, httpfs and the secret first.
+
+    DuckLake asks for httpfs when the recorded data path is a URL; then the object store is opened
+    (:func:`open_object_store`) and the ATTACH run again.
+    """
+    try:
+        conn.execute(attach)
+    except duckdb.Error as error:
+        if NEEDS_HTTPFS not in str(error):
+            raise
+        open_object_store(conn, s3_settings())
+        conn.execute(attach)
 
 
 def attach_with_init_retries(conn: duckdb.DuckDBPyConnection, attach: str, attempts: int = 6) -> None:

@@ -35,8 +35,9 @@ def _loaded() -> duckdb.DuckDBPyConnection:
 def current_version(target: str) -> int:
     """The lake's latest committed snapshot id."""
     with _loaded() as conn:
-        conn.execute(
-            f"ATTACH {_literal(ducklake.PREFIX + 'postgres:' + ducklake.catalog_dsn(target))} AS {SOURCE} (READ_ONLY)"
+        ducklake.attach_existing(
+            conn,
+            f"ATTACH {_literal(ducklake.PREFIX + 'postgres:' + ducklake.catalog_dsn(target))} AS {SOURCE} (READ_ONLY)",
         )
         row = conn.execute("SELECT id FROM ducklake_current_snapshot(?)", [SOURCE]).fetchone()
     assert row is not None
@@ -59,9 +60,10 @@ def snapshot_lake(target: str, dest: Path, version: int | None = None) -> tuple[
     dsn = ducklake.catalog_dsn(target)
     with _loaded() as conn:
         try:
-            conn.execute(
+            ducklake.attach_existing(  # an object store: httpfs and the S3 secret too
+                conn,
                 f"ATTACH {_literal(ducklake.PREFIX + 'postgres:' + dsn)} AS {SOURCE} "
-                f"(READ_ONLY, SNAPSHOT_VERSION {chosen:d})"
+                f"(READ_ONLY, SNAPSHOT_VERSION {chosen:d})",
             )
         except duckdb.Error as error:
             raise ducklake.WarehouseConfigError(f"the DuckLake warehouse has no snapshot {chosen}: {error}") from error

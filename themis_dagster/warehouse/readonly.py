@@ -31,7 +31,11 @@ under the data folder can be written (``COPY ... TO``; refused as a statement) a
 PostgreSQL extension's ``postgres_query`` runs any read-only SQL on the catalog server as the
 catalog's role (``pg_read_file`` for a superuser); so on a lake, a read also may not call
 ``postgres_*`` functions, DuckLake's maintenance functions or the SQL-from-a-string functions
-(``query``, ``json_execute_serialized_sql``) (:data:`LAKE_FORBIDDEN_FUNCTIONS`). Give analysts
+(``query``, ``json_execute_serialized_sql``) (:data:`LAKE_FORBIDDEN_FUNCTIONS`), nor read files or URLs
+(file readers such as ``read_csv``, ``glob``, ``FROM 'path'``: :data:`LAKE_TABLE_FUNCTIONS`). On an
+``s3://`` data path ``allowed_directories`` holds the lake's URL prefix, which keeps other buckets
+and prefixes out, except through ``..`` segments (DuckDB 1.5.5 tests the URL as text, before the
+request resolves them); the file-reader refusal closes that. Give analysts
 a catalog role that may only SELECT (docs/scale-out.md) so PostgreSQL refuses the rest too.
 """
 
@@ -83,6 +87,11 @@ LAKE_READ_FUNCTIONS = frozenset(
 # Functions a read on a lake may not call: SQL run elsewhere or hidden in a string.
 LAKE_FORBIDDEN_FUNCTIONS = frozenset({"query", "query_table", "json_execute_serialized_sql"})
 LAKE_FORBIDDEN_PREFIXES = ("postgres_", "ducklake_")
+# The table functions a read on a lake may use in FROM: no file readers. On an s3:// data path,
+# allowed_directories is a plain prefix test on the URL (DuckDB 1.5.5 checks 's3://b/data/../x'
+# as inside 's3://b/data/' and then fetches s3://b/x), so file readers are refused by name.
+LAKE_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest", "repeat", "json_each", "json_tree"})
+LAKE_TABLE_FUNCTION_PREFIXES = ("duckdb_", "pragma_", "ducklake_")  # catalog listings; ducklake_: checked above
 
 _WHY: dict[str, str] = {
     "INSERT": "it writes rows",
@@ -164,6 +173,25 @@ def _function_names(tree: object) -> set[str]:
     return names
 
 
+def _file_references(tree: object) -> set[str]:
+    """Table functions outside :data:`LAKE_TABLE_FUNCTIONS` and FROM-a-path names in a serialized statement."""
+    found: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "TABLE_FUNCTION":
+                name = str((node.get("function") or {}).get("function_name", "")).lower()
+                if name not in LAKE_TABLE_FUNCTIONS and not name.startswith(LAKE_TABLE_FUNCTION_PREFIXES):
+                    found.add(f"{name}()")
+            elif node.get("type") == "BASE_TABLE" and any(c in str(node.get("table_name", "")) for c in "/:\\"):
+                found.add(repr(node["table_name"]))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
 def _check_lake_functions(conn: duckdb.DuckDBPyConnection, statement: duckdb.Statement, query: str) -> None:
     """Refuse a read that calls a function which reaches past the lake's tables (:data:`LAKE_FORBIDDEN_FUNCTIONS`)."""
     row = conn.execute("SELECT json_serialize_sql(?)", [query]).fetchone()
@@ -175,6 +203,9 @@ def _check_lake_functions(conn: duckdb.DuckDBPyConnection, statement: duckdb.Sta
             continue
         if name in LAKE_FORBIDDEN_FUNCTIONS or name.startswith(LAKE_FORBIDDEN_PREFIXES):
             raise _refuse(statement, f"it calls {name}(), which runs SQL elsewhere or maintains the lake")
+    files = _file_references(tree)
+    if files:
+        raise _refuse(statement, f"it reads files or URLs ({', '.join(sorted(files))}); on a lake only tables are read")
 
 
 def checked_statements(conn: duckdb.DuckDBPyConnection, sql: str, *, lake: bool = False) -> list[duckdb.Statement]:
@@ -235,12 +266,14 @@ def connect_lake_read_only(target: str) -> duckdb.DuckDBPyConnection:
         for name in ducklake.EXTENSION_PACKAGES:
             conn.execute(f"LOAD {_literal(str(ducklake.extension_file(name)))}")
         alias = ducklake.CATALOG_ALIAS
-        conn.execute(f"ATTACH {_literal(ducklake.PREFIX + 'postgres:' + dsn)} AS {alias} (READ_ONLY)")
+        attach = f"ATTACH {_literal(ducklake.PREFIX + 'postgres:' + dsn)} AS {alias} (READ_ONLY)"
+        ducklake.attach_existing(conn, attach)  # an object store: httpfs and the S3 secret too
         conn.execute(f"USE {alias}")
         row = conn.execute("SELECT data_path FROM ducklake_settings(?)", [alias]).fetchone()
         if not row or not row[0]:
             raise ducklake.WarehouseConfigError(f"THEMIS_WAREHOUSE: the DuckLake catalog records no data path ({row})")
         data_path = str(row[0]) if str(row[0]).endswith("/") else f"{row[0]}/"
+        ducklake.is_object_store(data_path)  # refuses a scheme other than s3://
         conn.execute(f"SET allowed_directories = [{_literal(data_path)}]")
         conn.execute("SET enable_external_access = false")
         conn.execute("SET lock_configuration = true")
