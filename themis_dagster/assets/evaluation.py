@@ -40,7 +40,13 @@ from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.stages.columnar import columnar_judge, columnar_requests, judged_frame, requests_frame
+from themis_dagster.stages.columnar import (
+    columnar_judge,
+    columnar_metrics,
+    columnar_requests,
+    judged_frame,
+    requests_frame,
+)
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import append_rows
@@ -360,10 +366,15 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     settle_heap()
     key = model_and_task(context)
     task = themis.task(key.task)
+    columnar = columnar_metrics(task)
     with warehouse.connect() as conn:
-        judged = read_upstream(conn, "judgments", key, Judgment)
+        judged_rows = read_upstream_frame(conn, "judgments", key)
         upstream = read_generation(conn, "judgments", key)
-    values = task.module.compute_metrics(judged, task.params)
+    if columnar is not None:  # the judgments a column at a time (stages/columnar.py)
+        values = columnar(judged_rows, task.params)
+    else:
+        values = task.module.compute_metrics(from_frame("judgments", judged_rows, Judgment), task.params)
+    del judged_rows
     now = datetime.now(UTC).replace(tzinfo=None)
     with warehouse.connect() as conn:
         frame, written = replace_stage(

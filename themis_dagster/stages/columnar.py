@@ -5,12 +5,15 @@ A task module may define, beside its per-record functions (which stay the defini
 - ``build_requests_frame(items, params, templates)``: the partition's ``task_items`` frame in,
   the ``prompts`` columns less (model, task) out, rows in ``build_requests``' order;
 - ``judge_frame(items, responses, params)``: the ``task_items`` and ``responses`` frames in,
-  the ``judgments`` columns less (model, task) out, ``detail`` already encoded as JSON text.
+  the ``judgments`` columns less (model, task) out, ``detail`` already encoded as JSON text;
+- ``compute_metrics_frame(judgments, params)``: the partition's ``judgments`` frame in (as the
+  warehouse holds it), ``compute_metrics``' ``MetricValue`` list out, bit for bit.
 
 No record per row is built for them. A task that offers one must test it equal to its
 per-record function on the same inputs (crows_pairs: tests/test_columnar_task_functions.py).
-The stages use them only for item-local tasks (``ITEM_LOCAL``), and the judge only where no
-second opinion follows (that one reads ``Judgment`` records).
+The stages use the first two only for item-local tasks (``ITEM_LOCAL``), and the judge only
+where no second opinion follows (that one reads ``Judgment`` records); the metrics' one reads
+the judgments table, whoever wrote it, so any task may offer it.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ import polars as pl
 
 from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.tasks.loader import LoadedTask
+from themis_dagster.tasks.spec import MetricValue
 from themis_dagster.warehouse.tables import declared
 
 JudgeFrame = Callable[[pl.DataFrame, pl.DataFrame, Any], pl.DataFrame]
 RequestsFrame = Callable[[pl.DataFrame, Any, dict[str, str]], pl.DataFrame]
+MetricsFrame = Callable[[pl.DataFrame, Any], list[MetricValue]]
 
 
 def _offered(task: LoadedTask, name: str) -> Any:
@@ -44,6 +49,11 @@ def columnar_judge(task: LoadedTask) -> JudgeFrame | None:
     if task.second_opinion is not None:
         return None
     return _offered(task, "judge_frame")  # type: ignore[no-any-return]
+
+
+def columnar_metrics(task: LoadedTask) -> MetricsFrame | None:
+    """The task's ``compute_metrics_frame``, where the stage may use it instead of ``compute_metrics``."""
+    return getattr(task.module, "compute_metrics_frame", None)
 
 
 def _in_table(table: str, key: EvaluationPartition, frame: pl.DataFrame) -> pl.DataFrame:

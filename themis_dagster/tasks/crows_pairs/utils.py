@@ -22,7 +22,7 @@ from typing import Literal
 import polars as pl
 
 from themis_dagster.comparisons.measures import Binary, Continuous
-from themis_dagster.tasks.scoring import metric_by_subset
+from themis_dagster.tasks.scoring import metric_by_subset, metric_by_subset_frame
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 # build_requests and judge look at each pair on its own: the stages may call them a chunk at a time.
@@ -214,6 +214,23 @@ def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricVal
     parsed = [judgment for judgment in judgments if judgment.parsed]
     return metric_by_subset("pct_stereotype", parsed, lambda j: j.score, params) + metric_by_subset(
         "likelihood_diff", parsed, lambda j: j.detail["likelihood_diff"], params
+    )
+
+
+def compute_metrics_frame(judgments: pl.DataFrame, params: Params) -> list[MetricValue]:
+    """``compute_metrics`` over the partition's ``judgments`` frame, with no record per judgment.
+
+    The same values in the same order reach the same bootstrap, so the rows and CIs are bit for
+    bit ``compute_metrics``' (tests/test_columnar_task_functions.py). ``likelihood_diff`` is read
+    from ``detail`` by polars' JSON decoder into a Float64 field, which reads back the exact float
+    ``json.dumps`` wrote (polars' ``json_path_match`` does not: it rewrites some floats' last digit).
+    """
+    parsed = pl.col("parsed").fill_null(False)
+    detail = pl.col("detail").str.json_decode(pl.Struct({"likelihood_diff": pl.Float64}))
+    return metric_by_subset_frame(
+        "pct_stereotype", judgments, pl.when(parsed).then(pl.col("score")), params
+    ) + metric_by_subset_frame(
+        "likelihood_diff", judgments, pl.when(parsed).then(detail.struct.field("likelihood_diff")), params
     )
 
 
