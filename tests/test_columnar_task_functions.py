@@ -10,7 +10,10 @@ same inputs and the frames the warehouse would store compared text for text.
 
 from __future__ import annotations
 
+import csv
 import math
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +23,11 @@ from hypothesis import strategies as st
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.stages.columnar import (
+    columnar_items,
     columnar_judge,
     columnar_metrics,
     columnar_requests,
+    items_frame,
     judged_frame,
     requests_frame,
 )
@@ -110,6 +115,7 @@ def test_the_stages_use_crows_pairs_columnar_functions() -> None:
     assert columnar_judge(task) is crows_pairs.judge_frame
     assert columnar_requests(task) is crows_pairs.build_requests_frame
     assert columnar_metrics(task) is crows_pairs.compute_metrics_frame
+    assert columnar_items(task) is crows_pairs.load_items_frame
 
 
 SENTENCE = st.text(max_size=8)
@@ -197,3 +203,53 @@ def test_compute_metrics_frame_equals_compute_metrics_at_size() -> None:
             score = 1.0 if more > less else 0.0
             judgments.append(Judgment(str(index), subsets[index % 5], "prefers_sent_more", score, True, detail))
     _metrics_both_ways(judgments, PARAMS)
+
+
+CELL = st.one_of(st.just(""), st.text(st.characters(blacklist_categories=("Cs",)), max_size=8))
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def _loaded_both_ways(rows: list[list[str]], prompts: list[list[str]] | None, limit: int | None) -> None:
+    params = crows_pairs.Params(context_source="none" if prompts is None else "prompts_csv", limit=limit)
+    with tempfile.TemporaryDirectory() as folder:
+        files = {"crows_pairs_anonymized.csv": Path(folder) / "pairs.csv", "prompts.csv": Path(folder) / "prompts.csv"}
+        _write_csv(files["crows_pairs_anonymized.csv"], ["", *crows_pairs._KEEP[:4]], rows)
+        if prompts is not None:
+            _write_csv(files["prompts.csv"], ["", "prompt", "source"], prompts)
+        items = crows_pairs.load_items(files, params)
+        by_records = to_frame("task_items", items, model=KEY.model, task=KEY.task, dataset_sha256="sha")
+        by_columns = items_frame(crows_pairs.load_items_frame, KEY, files, params, "sha")
+    assert by_columns.schema == by_records.schema
+    assert by_columns.to_dicts() == by_records.to_dicts()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(CELL, CELL, CELL, CELL, CELL, CELL, CELL), max_size=8),
+    st.booleans(),
+    st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
+)
+def test_load_items_frame_equals_load_items(
+    rows: list[tuple[str, str, str, str, str, str, str]], with_prompts: bool, limit: int | None
+) -> None:
+    pairs = [[str(index), *row[:4]] for index, row in enumerate(rows)]
+    prompts = [[str(index), row[5], row[6]] for index, row in enumerate(rows)] if with_prompts else None
+    _loaded_both_ways(pairs, prompts, limit)
+
+
+def test_load_items_frame_equals_load_items_on_known_cases() -> None:
+    _loaded_both_ways(
+        [
+            ["0", "He was rude.", "She was rude.", "stereo", "gender"],
+            ["1", 'A "quote" and \\ back', "caf\u00e9 \u2603 \U0001f600", "antistereo", "race-color"],
+            ["", "line\nbreak\ttab", "", "", ""],  # empty cells: NULL, as load_items reads them
+        ],
+        [["0", "Context:", "src"], ["1", "", "x"], ["2", "\x7f\x1f", ""]],
+        None,
+    )

@@ -41,9 +41,11 @@ from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.stages.columnar import (
+    columnar_items,
     columnar_judge,
     columnar_metrics,
     columnar_requests,
+    items_frame,
     judged_frame,
     requests_frame,
 )
@@ -62,9 +64,13 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     if judge_model := task.judge_model:
         themis.model(judge_model)  # a second-opinion model must be registered, checked before any engine
     files = themis.dataset_files(task)
-    items = task.module.load_items({name: f.path for name, f in files.items()}, task.params)
+    paths = {name: f.path for name, f in files.items()}
     combined_sha = "+".join(f.sha256 for f in files.values())
-    frame = stage_frame("task_items", key, chunked(items), dataset_sha256=combined_sha)
+    if (columnar := columnar_items(task)) is not None:  # a column at a time (stages/columnar.py)
+        frame = items_frame(columnar, key, paths, task.params, combined_sha)
+    else:
+        items = task.module.load_items(paths, task.params)
+        frame = stage_frame("task_items", key, chunked(items), dataset_sha256=combined_sha)
     with warehouse.connect() as conn:
         _, written = replace_stage_frame(conn, "task_items", key, frame, run_id=context.run_id)
     return MaterializeResult(
