@@ -40,7 +40,15 @@ from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.stages.columnar import columnar_judge, columnar_requests, judged_frame, requests_frame
+from themis_dagster.stages.columnar import (
+    columnar_items,
+    columnar_judge,
+    columnar_metrics,
+    columnar_requests,
+    items_frame,
+    judged_frame,
+    requests_frame,
+)
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import append_rows
@@ -56,9 +64,13 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     if judge_model := task.judge_model:
         themis.model(judge_model)  # a second-opinion model must be registered, checked before any engine
     files = themis.dataset_files(task)
-    items = task.module.load_items({name: f.path for name, f in files.items()}, task.params)
+    paths = {name: f.path for name, f in files.items()}
     combined_sha = "+".join(f.sha256 for f in files.values())
-    frame = stage_frame("task_items", key, chunked(items), dataset_sha256=combined_sha)
+    if (columnar := columnar_items(task)) is not None:  # a column at a time (stages/columnar.py)
+        frame = items_frame(columnar, key, paths, task.params, combined_sha)
+    else:
+        items = task.module.load_items(paths, task.params)
+        frame = stage_frame("task_items", key, chunked(items), dataset_sha256=combined_sha)
     with warehouse.connect() as conn:
         _, written = replace_stage_frame(conn, "task_items", key, frame, run_id=context.run_id)
     return MaterializeResult(
@@ -360,10 +372,15 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     settle_heap()
     key = model_and_task(context)
     task = themis.task(key.task)
+    columnar = columnar_metrics(task)
     with warehouse.connect() as conn:
-        judged = read_upstream(conn, "judgments", key, Judgment)
+        judged_rows = read_upstream_frame(conn, "judgments", key)
         upstream = read_generation(conn, "judgments", key)
-    values = task.module.compute_metrics(judged, task.params)
+    if columnar is not None:  # the judgments a column at a time (stages/columnar.py)
+        values = columnar(judged_rows, task.params)
+    else:
+        values = task.module.compute_metrics(from_frame("judgments", judged_rows, Judgment), task.params)
+    del judged_rows
     now = datetime.now(UTC).replace(tzinfo=None)
     with warehouse.connect() as conn:
         frame, written = replace_stage(

@@ -37,7 +37,7 @@ _PAYLOAD = (
 )
 
 
-def _json_strings(column: pl.Series) -> pl.Series:
+def json_strings(column: pl.Series) -> pl.Series:
     """Each value as ``json.dumps`` writes it (``null`` for None)."""
     quoted = pl.concat_str([pl.lit('"'), pl.col("s"), pl.lit('"')])
     frame = pl.DataFrame({"s": column}).with_row_index("_row")
@@ -89,7 +89,7 @@ def _fingerprints(prompts: pl.DataFrame, model_fingerprint: str) -> pl.Series:
             )
         else:
             column = prompts.get_column(name)
-        parts.append((_json_strings(column) if kind == "string" else _json_values(column)).alias(name))
+        parts.append((json_strings(column) if kind == "string" else _json_values(column)).alias(name))
     pieces: list[pl.Expr] = []
     for index, (name, _) in enumerate(_PAYLOAD):
         pieces += [pl.lit(("{" if index == 0 else ", ") + json.dumps(name) + ": "), pl.col(name)]

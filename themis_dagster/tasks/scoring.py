@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import numpy as np
+import polars as pl
 
 from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
@@ -49,3 +50,31 @@ def rate_metric(
 ) -> list[MetricValue]:
     """Share of items (parsed or not) for which ``predicate`` holds, e.g. the unparsed rate."""
     return metric_by_subset(metric, judgments, lambda j: 1.0 if predicate(j) else 0.0, params)
+
+
+def metric_by_subset_frame(
+    metric: str, judgments: pl.DataFrame, value: pl.Expr, params: TaskParams, statistic: Callable[..., float] = np.mean
+) -> list[MetricValue]:
+    """``metric_by_subset`` over a ``judgments`` frame: ``value`` an expression per row (NULL: left out).
+
+    The same values reach ``bootstrap_estimate`` in the same order as through records (the frame's
+    row order; subsets sorted the same way), so the rows and CIs are bit for bit those of
+    ``metric_by_subset`` (tests/test_columnar_task_functions.py). No record per judgment is built.
+    """
+    observed = judgments.select("subset", value.alias("_value")).filter(pl.col("_value").is_not_null())
+    values = observed.get_column("_value").cast(pl.Float64).to_numpy()
+    subsets = observed.get_column("subset")
+    groups: dict[str | None, np.ndarray] = {None: values}
+    for subset in subsets.drop_nulls().unique().to_list():
+        groups[subset] = values[(subsets == subset).fill_null(False).to_numpy()]
+    rows = []
+    for subset in sorted(groups, key=lambda key: (key is not None, key or "")):
+        estimate = bootstrap_estimate(
+            groups[subset],
+            statistic,
+            n_resamples=params.bootstrap_resamples,
+            confidence=params.confidence,
+            seed=params.seed,
+        )
+        rows.append(MetricValue(subset, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n))
+    return rows

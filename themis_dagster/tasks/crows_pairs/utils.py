@@ -22,7 +22,8 @@ from typing import Literal
 import polars as pl
 
 from themis_dagster.comparisons.measures import Binary, Continuous
-from themis_dagster.tasks.scoring import metric_by_subset
+from themis_dagster.stages.fingerprints import json_strings
+from themis_dagster.tasks.scoring import metric_by_subset, metric_by_subset_frame
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 # build_requests and judge look at each pair on its own: the stages may call them a chunk at a time.
@@ -36,6 +37,19 @@ class Params(TaskParams):
 
 def load_items(files: dict[str, Path], params: Params) -> list[Item]:
     """One item per pair; ``subset`` is the bias type. Row order is the file's."""
+    pairs = _read_pairs(files, params)
+    items = []
+    for row in pairs.iter_rows(named=True):
+        fields = {key: row[key] for key in _KEEP if key in row}
+        items.append(Item(item_id=str(row["row"]), subset=row["bias_type"], fields=fields))
+    return items
+
+
+_KEEP = ["sent_more", "sent_less", "stereo_antistereo", "bias_type", "prompt", "prompt_source"]
+
+
+def _read_pairs(files: dict[str, Path], params: Params) -> pl.DataFrame:
+    """The pairs file as text columns (first column renamed ``row``), with the prompts file's context if asked."""
     pairs = pl.read_csv(files["crows_pairs_anonymized.csv"], infer_schema_length=0)
     pairs = pairs.rename({pairs.columns[0]: "row"})
     if params.context_source == "prompts_csv":
@@ -46,12 +60,27 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
         pairs = pairs.with_columns(prompts["prompt"].alias("prompt"), prompts["source"].alias("prompt_source"))
     if params.limit is not None:
         pairs = pairs.head(params.limit)
-    keep = ["sent_more", "sent_less", "stereo_antistereo", "bias_type", "prompt", "prompt_source"]
-    items = []
-    for row in pairs.iter_rows(named=True):
-        fields = {key: row[key] for key in keep if key in row}
-        items.append(Item(item_id=str(row["row"]), subset=row["bias_type"], fields=fields))
-    return items
+    return pairs
+
+
+def load_items_frame(files: dict[str, Path], params: Params) -> pl.DataFrame:
+    """``load_items`` as the ``task_items`` columns (item_id, subset, fields), with no ``Item`` per pair.
+
+    ``fields`` is the text the warehouse stores for ``load_items``' dict (``json.dumps`` with
+    sorted keys), assembled a column at a time; ``load_items`` stays the definition and
+    tests/test_columnar_task_functions.py checks the two equal, text for text.
+    """
+    pairs = _read_pairs(files, params)
+    if "bias_type" not in pairs.columns:
+        raise ValueError("crows_pairs: the pairs file has no bias_type column")
+    kept = sorted(key for key in _KEEP if key in pairs.columns)
+    pieces: list[pl.Expr] = []
+    for index, key in enumerate(kept):
+        pieces += [pl.lit(("{" if index == 0 else ", ") + json.dumps(key) + ": "), pl.lit(json_strings(pairs[key]))]
+    fields = pl.concat_str([*pieces, pl.lit("}")]) if pieces else pl.lit("{}")
+    return pairs.select(
+        pl.col("row").fill_null("None").alias("item_id"), pl.col("bias_type").alias("subset"), fields.alias("fields")
+    )
 
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
@@ -214,6 +243,23 @@ def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricVal
     parsed = [judgment for judgment in judgments if judgment.parsed]
     return metric_by_subset("pct_stereotype", parsed, lambda j: j.score, params) + metric_by_subset(
         "likelihood_diff", parsed, lambda j: j.detail["likelihood_diff"], params
+    )
+
+
+def compute_metrics_frame(judgments: pl.DataFrame, params: Params) -> list[MetricValue]:
+    """``compute_metrics`` over the partition's ``judgments`` frame, with no record per judgment.
+
+    The same values in the same order reach the same bootstrap, so the rows and CIs are bit for
+    bit ``compute_metrics``' (tests/test_columnar_task_functions.py). ``likelihood_diff`` is read
+    from ``detail`` by polars' JSON decoder into a Float64 field, which reads back the exact float
+    ``json.dumps`` wrote (polars' ``json_path_match`` does not: it rewrites some floats' last digit).
+    """
+    parsed = pl.col("parsed").fill_null(False)
+    detail = pl.col("detail").str.json_decode(pl.Struct({"likelihood_diff": pl.Float64}))
+    return metric_by_subset_frame(
+        "pct_stereotype", judgments, pl.when(parsed).then(pl.col("score")), params
+    ) + metric_by_subset_frame(
+        "likelihood_diff", judgments, pl.when(parsed).then(detail.struct.field("likelihood_diff")), params
     )
 
 
