@@ -60,7 +60,11 @@ test: lint system-deps
 test-fast: setup
 	$(BIN)/python -m pytest -ra -m "not engine and not server"
 
+# The instance's storage is created once first: the webserver, the daemon and their code servers
+# starting together on a new SQLite home can each stamp its schema version (alembic: "more than
+# one head"), and the code server then fails to load.
 dev: setup
+	$(BIN)/dagster instance migrate >/dev/null
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 lint: setup

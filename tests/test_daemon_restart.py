@@ -11,7 +11,6 @@ and the backfill counts the retry. Afterwards every partition has exactly its ro
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import pytest
 import yaml
 
 from tests.conftest import requires_mirror
-from tests.test_live_platform import Live, _free_port, _wait, launch_backfill
+from tests.test_live_platform import Live, _free_port, _wait, launch_backfill, new_dagster_home
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
 
 pytestmark = [pytest.mark.server, pytest.mark.faults, requires_mirror]
@@ -58,9 +57,7 @@ def _stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
 
 @pytest.fixture
 def platform(tmp_path: Path) -> Iterator[tuple[Live, dict[str, Any]]]:
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    home = new_dagster_home(tmp_path)
     (tmp_path / "profile.yaml").write_text(yaml.safe_dump(PROFILE))
     inherited = {key: value for key, value in os.environ.items() if not key.startswith(("VLLM_", "THEMIS_"))}
     env = inherited | {

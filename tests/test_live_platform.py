@@ -70,6 +70,23 @@ class Live:
         raise TimeoutError(sql)
 
 
+def new_dagster_home(folder: Path) -> Path:
+    """A new instance home with the shipped settings, its storage created before any server opens it.
+
+    A webserver, a daemon and their code servers starting together on a new SQLite home can each
+    stamp the schema version; the code server then fails with alembic's "more than one head"
+    and no run is ever launched (seen once in the full suite at load 14).
+    """
+    from dagster import DagsterInstance
+
+    home = folder / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    with DagsterInstance.from_config(str(home)):
+        pass
+    return home
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -94,9 +111,7 @@ def dagster_dev(folder: Path, settings: dict[str, str], checkpoints: Path, serve
     (engines of earlier tests set some) are not passed on. The log is
     ``folder/dagster-dev.log``; the whole process group is stopped on exit.
     """
-    home = folder / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    home = new_dagster_home(folder)
     port = _free_port()
     inherited = {key: value for key, value in os.environ.items() if not key.startswith(("VLLM_", "THEMIS_"))}
     env = inherited | {"DAGSTER_HOME": str(home)} | settings
