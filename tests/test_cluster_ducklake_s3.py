@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import multiprocessing
+import socket
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,8 +38,13 @@ from themis_dagster.resources import WarehouseResource
 from themis_dagster.warehouse import ducklake, replace_partition
 from themis_dagster.warehouse.readonly import RefusedQuery, connect_read_only, run_read_only
 
-moto_server = pytest.importorskip("moto.server")
 boto3 = pytest.importorskip("boto3")
+# The moto server runs in its own process, never imported here: it brings Flask, whose context
+# proxies (flask.request, ...) raise on any attribute access outside a request, and vLLM's CPU
+# platform, when an engine starts later in this process, scans every loaded module's attributes
+# (triton_utils.dispatcher._rebind_kernels) and dies on them ("Working outside of application
+# context"): every real-engine test after this module failed so in the full suite.
+MOTO = importlib.util.find_spec("moto.server") is not None
 
 
 def _why_no_httpfs() -> str | None:
@@ -52,6 +61,7 @@ pytestmark = [
     pytest.mark.skipif(why_no_postgres() is not None, reason=str(why_no_postgres())),
     pytest.mark.skipif(_why_no_ducklake() is not None, reason=str(_why_no_ducklake())),
     pytest.mark.skipif(_why_no_httpfs() is not None, reason=str(_why_no_httpfs())),
+    pytest.mark.skipif(not MOTO, reason="moto[server] is not installed (requirements/cpu.txt)"),
 ]
 MODEL = "smollm2-135m-instruct"
 TASK = "crows_pairs"
@@ -79,12 +89,29 @@ def _objects(s3: Any) -> dict[str, str]:
     return found
 
 
+def _wait_for_port(port: int, server: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
+    """Until the moto server accepts connections (it exits: fail at once)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the moto server exited with {server.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    server.kill()
+    raise TimeoutError(f"the moto server did not listen on port {port} within {timeout_s} s")
+
+
 @pytest.fixture(scope="module")
 def s3lake(ducklake_postgres: Postgres) -> Iterator[S3Lake]:
     """The moto server, the AWS variables pointing at it, a catalog database ``s3lake`` and the lake, evaluated."""
     port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    _wait_for_port(port, server)
     endpoint = f"http://127.0.0.1:{port}"
     with pytest.MonkeyPatch.context() as env:
         for name, value in {
@@ -114,7 +141,8 @@ def s3lake(ducklake_postgres: Postgres) -> Iterator[S3Lake]:
         try:
             yield S3Lake(warehouse, catalog, endpoint, s3)
         finally:
-            server.stop()
+            server.terminate()
+            server.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
