@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -32,17 +33,7 @@ def metric_by_subset(
         if judgment.subset is not None:
             groups[judgment.subset].append(observed)
     groups.setdefault(None, [])
-    rows = []
-    for subset in sorted(groups, key=lambda key: (key is not None, key or "")):
-        estimate = bootstrap_estimate(
-            groups[subset],
-            statistic,
-            n_resamples=params.bootstrap_resamples,
-            confidence=params.confidence,
-            seed=params.seed,
-        )
-        rows.append(MetricValue(subset, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n))
-    return rows
+    return _estimates(metric, groups, statistic, params)
 
 
 def rate_metric(
@@ -67,6 +58,13 @@ def metric_by_subset_frame(
     groups: dict[str | None, np.ndarray] = {None: values}
     for subset in subsets.drop_nulls().unique().to_list():
         groups[subset] = values[(subsets == subset).fill_null(False).to_numpy()]
+    return _estimates(metric, groups, statistic, params)
+
+
+def _estimates(
+    metric: str, groups: Mapping[str | None, Any], statistic: Callable[..., float], params: TaskParams
+) -> list[MetricValue]:
+    """One bootstrap row per group: the whole set (``None``) first, then the subsets by name."""
     rows = []
     for subset in sorted(groups, key=lambda key: (key is not None, key or "")):
         estimate = bootstrap_estimate(
