@@ -2,7 +2,7 @@
 
 The real queue: a ``dagster-daemon`` with the instance settings of ``deploy/dagster.multi-gpu.yaml``
 (run-granularity pool ``engine``, one run per model at a time) launches the backfill's runs, each
-in its own process; each run claims its device (``themis_dagster/devices.py``). The engine is the
+in its own process; each run claims its device (``themis_dagster/runs/devices.py``). The engine is the
 fake one with a fixed latency per batch (``--latency``), standing in for a GPU's batch time, so the
 wall time is the queue's doing. Both settings run in this one invocation, on fresh instances and
 warehouses; printed: each setting's wall time (first run created to last run ended), the peak

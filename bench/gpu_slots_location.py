@@ -8,8 +8,8 @@ import os
 from dagster import Definitions, in_process_executor
 
 from themis_dagster.assets import evaluation_assets
+from themis_dagster.assets.jobs import evaluate_job
 from themis_dagster.definitions import build_resources
-from themis_dagster.jobs import evaluate_job
 from themis_dagster.resources.engine import FakeEngineResource
 from themis_dagster.settings import Settings
 

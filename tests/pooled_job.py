@@ -21,9 +21,9 @@ from dagster import (
     in_process_executor,
 )
 
-from themis_dagster.concurrency import ENGINE_POOL
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.runs.owner import owner_tags
+from themis_dagster.runs.pools import ENGINE_POOL
 
 
 class StepConfig(Config):

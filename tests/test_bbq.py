@@ -12,7 +12,7 @@ import pytest
 from themis_dagster.datasets import resolve_file
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.settings import Settings
 from themis_dagster.tasks.bbq import groups
 from themis_dagster.tasks.bbq.answer_parser import parse_answer

@@ -15,7 +15,7 @@ from tests.conftest import MIRROR, requires_mirror
 from themis_dagster.comparisons.measures import Binary, Ratio, paired_metrics
 from themis_dagster.datasets import DatasetNotFoundError, resolve_file
 from themis_dagster.engines.fake import FakeEngine
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.bold import metrics, scorers
 from themis_dagster.tasks.bold.data import DOMAINS, file_name
 from themis_dagster.tasks.bold.judge import NOT_COMPUTED, read_answer

@@ -22,7 +22,8 @@ from safetensors.numpy import save_file
 
 from tests.conftest import SETTINGS
 from themis_dagster.assets import evaluation_assets
-from themis_dagster.jobs import evaluate_job
+from themis_dagster.assets.jobs import evaluate_job
+from themis_dagster.errors import ConfigError
 from themis_dagster.partitions import MODELS_PARTITION
 from themis_dagster.registry.discovered import (
     add_discovered,
@@ -32,7 +33,7 @@ from themis_dagster.registry.discovered import (
     write_discovered,
 )
 from themis_dagster.registry.model_id import validate_model_id
-from themis_dagster.registry.models import ConfigError, LocalSource, load_registry
+from themis_dagster.registry.models import LocalSource, load_registry
 from themis_dagster.registry.weights import weights_fingerprint
 from themis_dagster.resources import FakeEngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.sensors import CheckpointWatchConfig, checkpoint_sensor

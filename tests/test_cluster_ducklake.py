@@ -21,8 +21,8 @@ import pytest
 
 from deploy.local_stack import Postgres, free_port, why_no_postgres
 from tests.conftest import make_resources, requires_mirror, write_overrides
-from themis_dagster.reachability import UnreachableError
 from themis_dagster.resources import WarehouseResource
+from themis_dagster.runs.reachability import UnreachableError
 from themis_dagster.warehouse import ducklake, read_partition, replace_partition
 from themis_dagster.warehouse.ducklake import (
     EXTENSION_PACKAGES,

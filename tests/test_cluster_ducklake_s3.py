@@ -33,8 +33,8 @@ from tests.conftest import make_resources, requires_mirror, write_overrides
 from tests.test_cluster_ducklake import _items, _why_no_ducklake
 from tests.test_sql_door import _hostile
 from themis_dagster import cli
-from themis_dagster.reachability import UnreachableError
 from themis_dagster.resources import WarehouseResource
+from themis_dagster.runs.reachability import UnreachableError
 from themis_dagster.warehouse import ducklake, replace_partition
 from themis_dagster.warehouse.readonly import RefusedQuery, connect_read_only, run_read_only
 

@@ -19,8 +19,8 @@ from dagster import DagsterInstance
 
 from deploy.local_stack import Postgres, free_port, postgres, why_no_postgres
 from tests.conftest import make_resources, requires_mirror, write_overrides
-from themis_dagster.devices import claim_devices, holders, release_devices
-from themis_dagster.reachability import UnreachableError, check_url
+from themis_dagster.runs.devices import claim_devices, holders, release_devices
+from themis_dagster.runs.reachability import UnreachableError, check_url
 
 ROOT = Path(__file__).resolve().parent.parent
 pytest.importorskip("dagster_postgres", reason="dagster-postgres is not installed (requirements/*.txt pins it)")

@@ -12,7 +12,7 @@ import yaml
 from themis_dagster.datasets import DatasetNotFoundError, resolve_file
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.settings import Settings
 from themis_dagster.tasks.crows_pairs_mc import metrics
 from themis_dagster.tasks.crows_pairs_mc.choice_parser import parse_choice

@@ -12,9 +12,9 @@ from dagster import DagsterInstance
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._utils.concurrency import ConcurrencySlotStatus
 
-from themis_dagster import dagster_fixes
-from themis_dagster.concurrency import ENGINE_POOL
-from themis_dagster.dagster_fixes import _claim_free_slot
+from themis_dagster.runs import dagster_fixes
+from themis_dagster.runs.dagster_fixes import _claim_free_slot
+from themis_dagster.runs.pools import ENGINE_POOL
 
 
 def _race(tmp_path: Path, claim: Any) -> list[ConcurrencySlotStatus]:

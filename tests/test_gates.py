@@ -9,7 +9,7 @@ import pytest
 
 from themis_dagster.comparisons.gates import Gate, load_gates, parse_gates
 from themis_dagster.comparisons.store import store_gates
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.warehouse import ensure_schema
 
 

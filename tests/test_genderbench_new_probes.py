@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import requires_mirror
 from tests.test_genderbench_probes import mirror_files, run, value
 from themis_dagster.datasets import DatasetNotFoundError, resolve_file
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Request

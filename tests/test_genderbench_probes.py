@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import MIRROR, requires_mirror
 from themis_dagster.datasets import DatasetNotFoundError, load_catalog, resolve_file
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.loader import LoadedTask, load_task
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -30,9 +29,11 @@ from dagster._utils.tags import TagConcurrencyLimitsCounter
 
 from tests.conftest import requires_mirror
 from tests.deployment import TASK, themis_deployment
+from tests.test_daemon_restart import _start, _stop
 from tests.test_live_platform import CHAIN, Live, _free_port, _wait
-from themis_dagster import gpu_queue
-from themis_dagster.gpu_queue import (
+from themis_dagster.registry.model_id import InvalidModelIdError
+from themis_dagster.runs import gpu_queue
+from themis_dagster.runs.gpu_queue import (
     GPUS_TAG,
     MODEL_TAG,
     OVER_COUNTED,
@@ -41,7 +42,6 @@ from themis_dagster.gpu_queue import (
     hold_limits,
     run_need,
 )
-from themis_dagster.registry.model_id import InvalidModelIdError
 from themis_dagster.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def _instance(home: Path, coordinator: dict[str, Any]) -> DagsterInstance:
     home.mkdir(exist_ok=True)
     config = {
         "telemetry": {"enabled": False},
-        "run_coordinator": {"module": "themis_dagster.gpu_queue", "class": "ThemisQueuedRunCoordinator",
+        "run_coordinator": {"module": "themis_dagster.runs.gpu_queue", "class": "ThemisQueuedRunCoordinator",
                             "config": coordinator},
     }  # fmt: skip
     (home / "dagster.yaml").write_text(yaml.safe_dump(config))
@@ -213,23 +213,6 @@ def test_the_deploy_configs_hold_runs_above_their_capacity(tmp_path: Path, monke
 
 BIN = Path(sys.executable).parent
 SERVER_MODELS = {"fits": {}, "pair": {"tensor_parallel_size": 2}}  # one device lent: "pair" fits nowhere
-
-
-def _start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import MIRROR
 from themis_dagster.engines.fake import FakeEngine
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.iat import utils
 from themis_dagster.tasks.iat.dscore import AssociationCounts, association_counts, d_score
 from themis_dagster.tasks.iat.stimuli import MAIN_FILE, SYNONYM_FILE, load_stimulus_sets

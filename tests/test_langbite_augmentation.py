@@ -20,8 +20,9 @@ from themis_dagster.assets import augmentation_assets
 from themis_dagster.datasets import load_catalog
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
+from themis_dagster.errors import ConfigError
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
-from themis_dagster.registry.models import DEFAULT_MODEL_ID, ConfigError
+from themis_dagster.registry.models import DEFAULT_MODEL_ID
 from themis_dagster.resources import FakeEngineResource
 from themis_dagster.tasks.langbite import augmentation
 from themis_dagster.tasks.langbite.scenario import parse_scenario

@@ -13,8 +13,9 @@ from dagster import DagsterInstance, ExecuteInProcessResult, materialize
 
 from tests.conftest import make_resources, requires_mirror, write_overrides
 from themis_dagster.assets import evaluation_assets
+from themis_dagster.errors import ConfigError
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
-from themis_dagster.registry.models import DEFAULT_MODEL_ID, ConfigError
+from themis_dagster.registry.models import DEFAULT_MODEL_ID
 from themis_dagster.resources import EngineResource, FakeEngineResource
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.langbite import second_opinion, utils

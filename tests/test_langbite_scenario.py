@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import MIRROR, requires_mirror
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.langbite.library import (
     LibraryError,

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from themis_dagster.registry.models import ConfigError, ModelSpec, PackagedSource, lineage, load_registry, parse_models
+from themis_dagster.errors import ConfigError
+from themis_dagster.registry.models import ModelSpec, PackagedSource, lineage, load_registry, parse_models
 from themis_dagster.sensors.checkpoints import with_parents
 
 

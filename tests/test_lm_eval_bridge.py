@@ -19,7 +19,7 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import MIRROR, make_resources, requires_mirror, write_overrides
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.lm_eval_bridge import bridge, conversions
 from themis_dagster.tasks.lm_eval_bridge.bridge import Params
 from themis_dagster.tasks.loader import LoadedTask, load_task

@@ -20,12 +20,13 @@ from tests.mitigation_fixtures import (
 from themis_dagster.assets import evaluation_assets
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.engines.fingerprint import model_fingerprint
+from themis_dagster.errors import ConfigError
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.mitigations import LogitBias, MitigatedEngine, ReplyFilter, SystemPrompt, mitigated, stage_of
 from themis_dagster.mitigations.engine import BiasedParams
 from themis_dagster.mitigations.requests import filtered_reply, with_instruction, with_system_prompt, word_token_ids
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
-from themis_dagster.registry.models import DEFAULT_MODEL_ID, ConfigError, load_models, parse_models
+from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models, parse_models
 from themis_dagster.registry.weights import ResolvedWeights
 
 BASE = {"id": "base", "source": {"kind": "local", "path": "/m"}}

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from themis_dagster.errors import ConfigError
 from themis_dagster.registry.model_id import InvalidModelIdError, slugify_model_id, validate_model_id
-from themis_dagster.registry.models import DEFAULT_MODEL_ID, ConfigError, get_model, load_models, parse_models
+from themis_dagster.registry.models import DEFAULT_MODEL_ID, get_model, load_models, parse_models
 from themis_dagster.settings import Settings
 
 

@@ -24,7 +24,7 @@ from safetensors.numpy import save_file
 
 from tests.conftest import requires_mirror, write_overrides
 from themis_dagster.assets import evaluation_assets
-from themis_dagster.jobs import evaluate_job
+from themis_dagster.assets.jobs import evaluate_job
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.provenance import code_version
 from themis_dagster.registry.models import HubSource, ModelSpec, PackagedSource

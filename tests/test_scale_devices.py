@@ -18,7 +18,10 @@ import yaml
 from dagster import DagsterInstance
 
 from tests.conftest import make_resources, requires_mirror, write_overrides
-from themis_dagster.devices import (
+from themis_dagster.errors import ConfigError
+from themis_dagster.registry.models import EngineArgs, parse_models
+from themis_dagster.resources import engine_resource_class
+from themis_dagster.runs.devices import (
     DEVICES_TAG,
     DeviceClaimError,
     claim_devices,
@@ -28,8 +31,6 @@ from themis_dagster.devices import (
     parse_devices,
     release_devices,
 )
-from themis_dagster.registry.models import ConfigError, EngineArgs, parse_models
-from themis_dagster.resources import engine_resource_class
 from themis_dagster.settings import Settings
 
 GPUS = ("0", "1", "2", "3")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.crows_pairs import utils as crows_pairs
 from themis_dagster.tasks.genderbench import direct
 from themis_dagster.tasks.genderbench.probe import Probe

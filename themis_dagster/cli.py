@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, TextIO
 
 import duckdb
 
-from themis_dagster.registry.models import DEFAULT_MODEL_ID, ConfigError, get_model, load_registry
+from themis_dagster.errors import ConfigError
+from themis_dagster.registry.models import DEFAULT_MODEL_ID, get_model, load_registry
 from themis_dagster.settings import PROJECT_ROOT, Settings
 from themis_dagster.warehouse.readonly import DEFAULT_WAIT_S
 
@@ -104,12 +105,12 @@ def print_leaderboard(warehouse: Path, out: TextIO | None = None) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
-    from themis_dagster.concurrency import ENGINE_POOL, engine_pool_in_use, ensure_engine_pool_limit
     from themis_dagster.definitions import build_definitions
     from themis_dagster.partitions import evaluation_key
     from themis_dagster.resources.engine import shutdown_warm_engines
     from themis_dagster.runs.orphans import fail_dead_runs
     from themis_dagster.runs.owner import owner_tags
+    from themis_dagster.runs.pools import ENGINE_POOL, engine_pool_in_use, ensure_engine_pool_limit
     from themis_dagster.tasks.loader import task_names
 
     settings = Settings.from_env()
@@ -524,7 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from themis_dagster.reachability import UnreachableError
+    from themis_dagster.runs.reachability import UnreachableError
     from themis_dagster.warehouse.ducklake import WarehouseConfigError
 
     args = build_parser().parse_args(argv)

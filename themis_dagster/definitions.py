@@ -6,7 +6,7 @@ from dagster import Definitions, in_process_executor
 
 from themis_dagster.assets import augmentation_assets, comparison_assets, evaluation_assets, report_assets
 from themis_dagster.assets.comparisons import compare_models
-from themis_dagster.jobs import evaluate_job, reports_job
+from themis_dagster.assets.jobs import evaluate_job, reports_job
 from themis_dagster.resources import ThemisConfig, WarehouseResource, engine_resource
 from themis_dagster.schedules import reevaluation_schedule
 from themis_dagster.sensors import CheckpointWatchConfig, checkpoint_sensor

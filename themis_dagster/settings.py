@@ -32,7 +32,9 @@ class Settings(BaseModel):
     checkpoint_settle_seconds: float = 60.0
     checkpoint_tasks: str = ""  # comma-separated; empty: every task
     engine: str = "vllm"
-    devices: str = ""  # accelerators this host lends runs, one run's engine each ("0,1,2,3"; themis_dagster/devices.py)
+    devices: str = (
+        ""  # accelerators this host lends runs, one run's engine each ("0,1,2,3"; themis_dagster/runs/devices.py)
+    )
     task_overrides_file: Path | None = None
     request_cache: bool = True  # reuse answers by request fingerprint (and resume killed runs)
     request_chunk_size: int = Field(default=4096, ge=1)  # requests sent, and answers committed, at a time

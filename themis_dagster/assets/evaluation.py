@@ -33,13 +33,13 @@ from themis_dagster.assets.stage import (
     stage_frame,
     task_metadata,
 )
-from themis_dagster.concurrency import ENGINE_POOL
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
+from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.stages.columnar import (
     columnar_items,
     columnar_judge,

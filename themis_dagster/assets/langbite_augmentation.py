@@ -18,11 +18,11 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 
 from themis_dagster import __version__
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult
-from themis_dagster.concurrency import ENGINE_POOL
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
+from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.tasks.langbite import augmentation
 from themis_dagster.warehouse import ensure_schema, replace_partition
 from themis_dagster.warehouse.frames import rows_frame

@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from themis_dagster.comparisons.measures import paired_metrics
-from themis_dagster.registry.models import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.loader import load_task, task_names
 

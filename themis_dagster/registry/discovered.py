@@ -16,8 +16,9 @@ from typing import Any
 
 import yaml
 
+from themis_dagster.errors import ConfigError
 from themis_dagster.registry.model_id import slugify_model_id, validate_model_id
-from themis_dagster.registry.models import ConfigError, LocalSource, ModelSpec, load_models, parse_models
+from themis_dagster.registry.models import LocalSource, ModelSpec, load_models, parse_models
 
 HEADER = (
     "# Models registered automatically by the checkpoint sensor (themis_dagster/sensors/checkpoints.py).\n"

@@ -8,14 +8,11 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.mitigations.spec import Mitigation
 from themis_dagster.registry.model_id import validate_model_id
 
 DEFAULT_MODEL_ID = "smollm2-135m-instruct"
-
-
-class ConfigError(ValueError):
-    """A configuration file is invalid; the message names the file and the field."""
 
 
 class _Strict(BaseModel):
@@ -218,15 +215,6 @@ def check_variants(models: list[ModelSpec]) -> None:
                 f"models.{index}: variant {spec.id!r} differs from its parent {spec.parent!r} in "
                 f"{', '.join(differ)}; a variant may differ only in its mitigation"
             )
-
-
-def format_validation_error(error: ValidationError, origin: str) -> str:
-    """Render pydantic errors as ``origin: field.path: message`` lines."""
-    lines = []
-    for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(root)"
-        lines.append(f"{origin}: {where}: {item['msg']}")
-    return "\n".join(lines)
 
 
 def inherit_from_parent(data: object) -> object:

@@ -13,13 +13,13 @@ from typing import Any, ClassVar, Self
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
-from themis_dagster.devices import assign_devices, parse_devices, release_devices
 from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.mitigations.engine import mitigated
 from themis_dagster.registry.models import ApiSource, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources.openai_config import openai_config_for
+from themis_dagster.runs.devices import assign_devices, parse_devices, release_devices
 from themis_dagster.settings import Settings
 
 # Engines kept alive across runs of one process (``keep_warm``), e.g. by ``themis run``,
@@ -32,7 +32,9 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
     """Base class: hands out the run's engine for a model, loading it at most once per run."""
 
     keep_warm: bool = False
-    devices: str = ""  # accelerators this host lends runs, e.g. "0,1,2,3" (THEMIS_DEVICES; themis_dagster/devices.py)
+    devices: str = (
+        ""  # accelerators this host lends runs, e.g. "0,1,2,3" (THEMIS_DEVICES; themis_dagster/runs/devices.py)
+    )
     claims_devices: ClassVar[bool] = True  # False where the engine lives outside the run (a shared server)
 
     _engine: Any = PrivateAttr(default=None)

@@ -7,9 +7,9 @@ same way everywhere.
 
 from __future__ import annotations
 
-from themis_dagster.devices import parse_devices
 from themis_dagster.resources.engine import EngineResource, FakeEngineResource, VLLMResource
 from themis_dagster.resources.served import OpenAIEngineResource, VLLMServerResource
+from themis_dagster.runs.devices import parse_devices
 from themis_dagster.settings import Settings
 
 ENGINE_RESOURCES: dict[str, type[EngineResource]] = {

@@ -16,8 +16,8 @@ from dagster import InitResourceContext
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, PrivateAttr
 
-from themis_dagster.reachability import check_reachable
 from themis_dagster.runs.owner import owner_tags
+from themis_dagster.runs.reachability import check_reachable
 from themis_dagster.warehouse import ducklake, ensure_schema
 from themis_dagster.warehouse.integrity import check_warehouse
 from themis_dagster.warehouse.lock_wait import DEFAULT_LOCK_TIMEOUT_S, connect_waiting

@@ -36,9 +36,9 @@ from dagster._core.run_coordinator.queued_run_coordinator import QueuedRunCoordi
 from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
 from dagster._serdes import ConfigurableClassData
 
-from themis_dagster.devices import parse_devices
 from themis_dagster.registry.model_id import InvalidModelIdError, validate_model_id
 from themis_dagster.registry.models import ApiSource, ModelSpec, load_registry
+from themis_dagster.runs.devices import parse_devices
 from themis_dagster.settings import Settings
 
 GPUS_TAG = "themis/gpus"

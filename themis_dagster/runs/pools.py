@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dagster import DagsterInstance
 
-from themis_dagster import dagster_fixes
+from themis_dagster.runs import dagster_fixes
 
 dagster_fixes.install()  # pool slots claimed as a compare-and-set, also on SQLite
 

@@ -36,12 +36,12 @@ from dagster import (
     schedule,
 )
 
+from themis_dagster.assets.jobs import evaluate_job
 from themis_dagster.datasets import DatasetNotFoundError, resolve_file
-from themis_dagster.jobs import evaluate_job
+from themis_dagster.errors import ConfigError
 from themis_dagster.partitions import MODELS_PARTITION
 from themis_dagster.provenance import code_version
 from themis_dagster.registry.models import (
-    ConfigError,
     HubSource,
     LocalSource,
     ModelSpec,

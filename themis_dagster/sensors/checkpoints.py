@@ -50,7 +50,8 @@ from dagster import (
 )
 from pydantic import Field
 
-from themis_dagster.jobs import evaluate_job
+from themis_dagster.assets.jobs import evaluate_job
+from themis_dagster.errors import ConfigError
 from themis_dagster.partitions import MODELS_PARTITION, models_partitions
 from themis_dagster.registry.discovered import (
     add_discovered,
@@ -59,7 +60,7 @@ from themis_dagster.registry.discovered import (
     ids_by_path,
     load_discovered,
 )
-from themis_dagster.registry.models import ConfigError, ModelSpec, load_models
+from themis_dagster.registry.models import ModelSpec, load_models
 from themis_dagster.registry.weights import WEIGHT_SUFFIXES, weights_fingerprint
 from themis_dagster.reports.family import split_checkpoint
 from themis_dagster.resources.config import ThemisConfig

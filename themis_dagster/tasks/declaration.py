@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from themis_dagster.registry.models import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.tasks.declaration import read_declaration
 from themis_dagster.tasks.spec import Resend, SecondOpinion, TaskModule, TaskParams, TaskSpec
 

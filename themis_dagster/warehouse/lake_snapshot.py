@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from themis_dagster.reachability import check_reachable
+from themis_dagster.runs.reachability import check_reachable
 from themis_dagster.warehouse import ducklake
 
 SOURCE = "lake_source"

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from themis_dagster.reachability import check_reachable
+from themis_dagster.runs.reachability import check_reachable
 from themis_dagster.warehouse import ducklake
 
 if TYPE_CHECKING:
