@@ -9,11 +9,24 @@ never lost. The dispatcher only times the batches, counts tokens and errors, and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from themis_dagster.exchange import GenerationParams, Request, Response
+
+AnswerSink = Callable[[Sequence[Response]], None]
+"""Receives answers while a batch runs, as the engine finishes them (any order, each answer once).
+
+An engine with ``streams_answers = True`` accepts ``on_answered=`` on ``loglikelihood``,
+``generate`` and ``chat`` and calls it with each finished answer before the batch returns, so
+the caller can commit answers every few seconds without cutting the batch (the engine keeps its
+full batch and its prefix sharing). The batch's return value still holds every answer, in order.
+"""
+
+
+class UnknownAnswerError(RuntimeError):
+    """The engine finished a request it was not given: never filed under another prompt."""
 
 
 @dataclass
@@ -39,3 +52,19 @@ class Engine(Protocol):
     def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]: ...
 
     def shutdown(self) -> None: ...
+
+
+class StreamingEngine(Engine, Protocol):
+    """An engine that hands finished answers on while a batch runs (``streams_answers`` True)."""
+
+    streams_answers: bool
+
+    def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]: ...
+
+    def generate(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]: ...
+
+    def chat(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]: ...

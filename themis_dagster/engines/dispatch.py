@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from themis_dagster.engines.base import Engine
+from themis_dagster.engines.base import AnswerSink, Engine, StreamingEngine
 from themis_dagster.exchange import GenerationParams, Request, Response
 
 
@@ -32,16 +34,41 @@ class DispatchStats:
 
 
 def _answer(
-    engine: Engine, batch: list[Request], params: GenerationParams | None, stats: DispatchStats
+    engine: Engine,
+    batch: list[Request],
+    params: GenerationParams | None,
+    stats: DispatchStats,
+    on_answered: AnswerSink | None = None,
 ) -> list[Response]:
     """One engine call for ``batch`` (``params``: None for loglikelihoods and embeddings); each answer gets its
-    share of its time."""
+    share of its time.
+
+    ``on_answered`` gets the answers the engine finishes while the call runs, where the engine hands them on
+    (``streams_answers``), each with its share of the time so far; the call returns those same answers.
+    """
     started = time.perf_counter()
+    streamed: dict[str, Response] = {}
+    streaming = cast(StreamingEngine, engine) if getattr(engine, "streams_answers", False) else None
+
+    def sink(finished: Sequence[Response]) -> None:
+        assert on_answered is not None
+        share = (time.perf_counter() - started) / max(len(streamed) + len(finished), 1)
+        timed = [_timed(response, share) for response in finished if response.request_id not in streamed]
+        streamed.update((response.request_id, response) for response in timed)
+        on_answered(timed)
+
     if batch[0].request_type == "embedding":
         embed = getattr(engine, "embed", None)  # an optional capability: engines without it fail the batch
         if embed is None:
             raise NotImplementedError(f"{type(engine).__name__} computes no embeddings")
         responses = embed(batch)
+    elif streaming is not None and on_answered is not None:
+        if params is None:
+            responses = streaming.loglikelihood(batch, on_answered=sink)
+        elif batch[0].request_type == "chat":
+            responses = streaming.chat(batch, params, on_answered=sink)
+        else:
+            responses = streaming.generate(batch, params, on_answered=sink)
     elif params is None:
         responses = engine.loglikelihood(batch)
     elif batch[0].request_type == "chat":
@@ -55,9 +82,14 @@ def _answer(
     for _, response in zip(batch, responses, strict=True):
         stats.prompt_tokens += response.n_prompt_tokens or 0
         stats.output_tokens += response.n_output_tokens or 0
-        # a request the engine could not answer at all (Request.failed) took none of the time
-        answered.append(response if response.finish_reason is None else _with_latency(response, share))
+        answered.append(streamed.get(response.request_id) or _timed(response, share))
     return answered
+
+
+def _timed(response: Response, share: float) -> Response:
+    """``response`` with its share of the batch's time; a request the engine could not answer at all
+    (``Request.failed``) took none of it."""
+    return response if response.finish_reason is None else _with_latency(response, share)
 
 
 def _with_latency(response: Response, latency_s: float) -> Response:
@@ -73,19 +105,22 @@ def _failed(batch: list[Request], error: Exception) -> list[Response]:
     return [request.failed(message) for request in batch]
 
 
-def dispatch(engine: Engine, requests: list[Request], retries: int = 0) -> tuple[list[Response], DispatchStats]:
+def dispatch(
+    engine: Engine, requests: list[Request], retries: int = 0, on_answered: AnswerSink | None = None
+) -> tuple[list[Response], DispatchStats]:
     """Answer every request; one engine call per request type and generation setting.
 
     A failing batch is recorded as errors on its requests (the rest still run), so
     nothing already answered is lost; requests that failed are re-sent up to ``retries``
-    times, and only those.
+    times, and only those. ``on_answered`` sees answers as the engine finishes them, where it
+    can hand them on (``engines/base.py``); the returned list holds every answer regardless.
     """
-    responses, stats = _dispatch_once(engine, requests)
+    responses, stats = _dispatch_once(engine, requests, on_answered)
     for _ in range(retries):
         failed = [request for request, response in zip(requests, responses, strict=True) if response.error]
         if not failed:
             break
-        again, more = _dispatch_once(engine, failed)
+        again, more = _dispatch_once(engine, failed, on_answered)
         stats.engine_seconds += more.engine_seconds
         stats.prompt_tokens += more.prompt_tokens
         stats.output_tokens += more.output_tokens
@@ -96,7 +131,9 @@ def dispatch(engine: Engine, requests: list[Request], retries: int = 0) -> tuple
     return responses, stats
 
 
-def _dispatch_once(engine: Engine, requests: list[Request]) -> tuple[list[Response], DispatchStats]:
+def _dispatch_once(
+    engine: Engine, requests: list[Request], on_answered: AnswerSink | None = None
+) -> tuple[list[Response], DispatchStats]:
     stats = DispatchStats(requests=len(requests))
     batches: dict[tuple[str, str], list[Request]] = defaultdict(list)
     for request in requests:
@@ -108,7 +145,7 @@ def _dispatch_once(engine: Engine, requests: list[Request]) -> tuple[list[Respon
             params = None
             if request_type not in ("loglikelihood", "embedding"):
                 params = GenerationParams.model_validate(json.loads(params_json))
-            produced = _answer(engine, batch, params, stats)
+            produced = _answer(engine, batch, params, stats, on_answered)
         except Exception as error:  # noqa: BLE001 - recorded per request, surfaced by the asset
             produced = _failed(batch, error)
         for response in produced:

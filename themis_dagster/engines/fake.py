@@ -10,7 +10,7 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 
-from themis_dagster.engines.base import EngineInfo
+from themis_dagster.engines.base import AnswerSink, EngineInfo
 from themis_dagster.exchange import GenerationParams, Request, Response
 
 
@@ -24,7 +24,11 @@ class FakeEngine:
 
     ``fail`` plays a request the engine could not answer: it gets the request's text (context
     plus continuation, or the prompt) and returns an error message, or None to answer it.
+    ``per_request_s`` is the time each answer takes inside a batch; each is handed to
+    ``on_answered`` as it is made, as a real engine's step loop hands on finished requests.
     """
+
+    streams_answers = True
 
     def __init__(
         self,
@@ -32,16 +36,31 @@ class FakeEngine:
         reply: Callable[[str], str] | None = None,
         fail: Callable[[str], str | None] | None = None,
         latency_s: float = 0.0,
+        per_request_s: float = 0.0,
     ) -> None:
         self.info = EngineInfo("fake", model_path, {"fake": "1"}, {}, 0.0)
         self.latency_s = latency_s  # seconds each call takes, as a batch on an accelerator would
+        self.per_request_s = per_request_s
         self.reply = reply or (lambda prompt: "1")
         self.fail = fail or (lambda text: None)
         self.calls: list[str] = []
 
-    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]:
+    def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]:
         self._called(f"loglikelihood:{len(requests)}")
-        return [self._score(request) for request in requests]
+        return self._each(requests, self._score, on_answered)
+
+    def _each(
+        self, requests: Sequence[Request], answer: Callable[[Request], Response], on_answered: AnswerSink | None
+    ) -> list[Response]:
+        """Answer request by request, handing each answer on as it is made."""
+        answers = []
+        for request in requests:
+            if self.per_request_s:
+                time.sleep(self.per_request_s)
+            answers.append(answer(request))
+            if on_answered is not None:
+                on_answered(answers[-1:])
+        return answers
 
     def _score(self, request: Request) -> Response:
         context, continuation = request.pair
@@ -52,16 +71,21 @@ class FakeEngine:
         n_context = len(context.split()) or 1
         return request.scored(logprob, False, n_prompt_tokens=n_context + words, n_continuation_tokens=words)
 
-    def generate(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
+    def generate(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]:
         self._called(f"generate:{len(requests)}")
-        return [self._reply(request, request.prompt or "", request.prompt or "") for request in requests]
+        return self._each(requests, lambda r: self._reply(r, r.prompt or "", r.prompt or ""), on_answered)
 
-    def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
+    def chat(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]:
         self._called(f"chat:{len(requests)}")
-        return [
-            self._reply(request, (request.messages or [])[-1]["content"], str(request.messages or []))
-            for request in requests
-        ]
+        return self._each(
+            requests,
+            lambda r: self._reply(r, (r.messages or [])[-1]["content"], str(r.messages or [])),
+            on_answered,
+        )
 
     def _reply(self, request: Request, prompt: str, prompt_text: str) -> Response:
         if (error := self.fail(prompt)) is not None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themis_dagster.engines.base import EngineInfo
+from themis_dagster.engines.base import AnswerSink, EngineInfo, UnknownAnswerError
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.engines.vllm.kv_cache import GIB, cpu_default_kv_cache_bytes
 from themis_dagster.engines.vllm.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
@@ -117,6 +117,8 @@ def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, A
 class VLLMEngine:
     """One loaded vLLM engine; all requests of a run go through its batched calls."""
 
+    streams_answers = True  # hands finished answers on while a batch runs (engines/base.py)
+
     def __init__(self, spec: ModelSpec, model_path: str) -> None:
         started = time.perf_counter()  # the load includes importing torch and vLLM (about 6 s here)
         on_gpu = has_cuda()
@@ -174,14 +176,47 @@ class VLLMEngine:
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]:
+    def _run(self, prompts: list[Any], params: Any, on_output: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """vLLM's outputs for ``prompts`` in their order; ``on_output(index, output)`` as each one finishes.
+
+        Without ``on_output`` this is ``LLM.generate``. With it, the same requests are queued with
+        ``LLM.enqueue`` and the engine is stepped here, as ``LLM.generate`` steps it, so finished
+        outputs are handed on one by one while the rest of the batch runs.
+        """
+        if on_output is None:
+            return list(self.llm.generate(prompts, params, use_tqdm=False, lora_request=self.lora_request))
+        request_ids = self.llm.enqueue(prompts, params, use_tqdm=False, lora_request=self.lora_request)
+        position = {request_id: index for index, request_id in enumerate(request_ids)}
+        outputs: list[Any] = [None] * len(request_ids)
+        engine = self.llm.llm_engine
+        while engine.has_unfinished_requests():
+            for output in engine.step():
+                if not output.finished:
+                    continue
+                index = position.get(output.request_id)
+                if index is None or outputs[index] is not None:
+                    raise UnknownAnswerError(
+                        f"vLLM finished request {output.request_id!r}, which this batch did not send (or sent once)"
+                    )
+                outputs[index] = output
+                on_output(index, output)
+        unfinished = [request_ids[i] for i, output in enumerate(outputs) if output is None]
+        if unfinished:
+            raise UnknownAnswerError(f"vLLM stopped with {len(unfinished)} requests unanswered, e.g. {unfinished[0]!r}")
+        return outputs
+
+    def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]:
         """Sum of continuation-token logprobs, and whether every one is the argmax (lm-eval semantics).
 
-        Requests with the same (context, continuation) are scored once.
+        Requests with the same (context, continuation) are scored once. ``on_answered`` receives the
+        answers as their prompts finish (``engines/base.py``).
         """
         from vllm import SamplingParams, TokensPrompt
 
         unique = list({request.pair: request for request in requests}.values())  # one per pair, first-seen order
+        asked: dict[tuple[str, str], list[Request]] = {}
+        for request in requests:
+            asked.setdefault(request.pair, []).append(request)
         prompts, spans = [], []
         for request in unique:
             context_ids, continuation_ids = encode_pair(self._encode, self.prefix_token_id, *request.pair)
@@ -199,39 +234,55 @@ class VLLMEngine:
         readable = [False] * len(spans)
         if self.prefix_caching:
             readable = may_read_cache([s[0] for s in spans], [s[1] for s in spans], self.block_size)
-        outputs = self.llm.generate(
-            prompts, [reading if read else computing for read in readable], use_tqdm=False,
-            lora_request=self.lora_request,
-        )  # fmt: skip
+        scored: dict[tuple[str, str], Response] = {}
+
+        def finished(index: int, output: Any) -> None:
+            # a prompt whose cache hit reached into its continuation has no logprobs there: it is asked again
+            if on_answered is not None and covers_continuation(output.num_cached_tokens, spans[index][1]):
+                score = self._scored(unique[index], output, spans[index])
+                scored[unique[index].pair] = score
+                on_answered([request.adopt(score) for request in asked[unique[index].pair]])
+
+        outputs = self._run(
+            prompts, [reading if read else computing for read in readable], finished if on_answered else None
+        )
         # where the cache hit reached into the continuation, its logprobs were not computed: ask again
         again = [i for i, (output, span) in enumerate(zip(outputs, spans, strict=True))
                  if not covers_continuation(output.num_cached_tokens, span[1])]  # fmt: skip
         if again:
-            redone = self.llm.generate(
-                [prompts[i] for i in again], computing, use_tqdm=False, lora_request=self.lora_request
-            )
+
+            def finished_again(index: int, output: Any) -> None:
+                finished(again[index], output)
+
+            redone = self._run([prompts[i] for i in again], computing, finished_again if on_answered else None)
             for i, output in zip(again, redone, strict=True):
                 outputs[i] = output
         self.prefix_reuse["requests"] += len(prompts)
         self.prefix_reuse["cached_tokens"] += sum(output.num_cached_tokens or 0 for output in outputs)
         self.prefix_reuse["sent_again"] += len(again)
-        scored: dict[tuple[str, str], Response] = {}
-        for request, output, (tokens, context_len, truncated) in zip(unique, outputs, spans, strict=True):
-            total, greedy = 0.0, True
-            logprobs = output.prompt_logprobs
-            assert logprobs is not None, "vLLM returned no prompt logprobs"
-            for position in range(max(context_len, 1), len(tokens)):
-                entry = logprobs[position][tokens[position]]  # type: ignore[index]
-                total += entry.logprob
-                greedy = greedy and entry.rank == 1
-            scored[request.pair] = request.scored(
-                total,
-                greedy,
-                n_prompt_tokens=len(tokens),
-                n_continuation_tokens=len(tokens) - context_len,
-                truncated=truncated,
-            )
+        for request, output, span in zip(unique, outputs, spans, strict=True):
+            if request.pair not in scored:
+                scored[request.pair] = self._scored(request, output, span)
         return [request.adopt(scored[request.pair]) for request in requests]
+
+    @staticmethod
+    def _scored(request: Request, output: Any, span: tuple[list[int], int, bool]) -> Response:
+        """The loglikelihood answer to ``request`` from vLLM's prompt logprobs of its tokens."""
+        tokens, context_len, truncated = span
+        total, greedy = 0.0, True
+        logprobs = output.prompt_logprobs
+        assert logprobs is not None, "vLLM returned no prompt logprobs"
+        for position in range(max(context_len, 1), len(tokens)):
+            entry = logprobs[position][tokens[position]]
+            total += entry.logprob
+            greedy = greedy and entry.rank == 1
+        return request.scored(
+            total,
+            greedy,
+            n_prompt_tokens=len(tokens),
+            n_continuation_tokens=len(tokens) - context_len,
+            truncated=truncated,
+        )
 
     def _sampling(self, params: GenerationParams) -> SamplingParams:
         from vllm import SamplingParams
@@ -263,7 +314,12 @@ class VLLMEngine:
         return responses
 
     def _generate_tokens(
-        self, requests: Sequence[Request], texts: list[str], params: GenerationParams, add_special_tokens: bool
+        self,
+        requests: Sequence[Request],
+        texts: list[str],
+        params: GenerationParams,
+        add_special_tokens: bool,
+        on_answered: AnswerSink | None = None,
     ) -> list[Response]:
         """Generate for every text that fits the context window; the others get an error response.
 
@@ -280,13 +336,13 @@ class VLLMEngine:
             import torch
 
             torch.manual_seed(params.seed)  # the batch's seed (see per_request_seeds)
-        answers = iter(
-            self._generated(
-                sent, self.llm.generate(batch, self._sampling(params), use_tqdm=False, lora_request=self.lora_request)
-            )
-            if batch
-            else []
-        )
+
+        def finished(index: int, output: Any) -> None:
+            if on_answered is not None:
+                on_answered(self._generated([sent[index]], [output]))
+
+        outputs = self._run(batch, self._sampling(params), finished if on_answered else None) if batch else []
+        answers = iter(self._generated(sent, outputs))
         responses = []
         for request, text, ids, ok in zip(requests, texts, encoded, fits, strict=True):
             if ok:
@@ -296,8 +352,11 @@ class VLLMEngine:
                 responses.append(request.generated("", text, len(ids), 0, "length", error))
         return responses
 
-    def generate(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
-        return self._generate_tokens(requests, [r.prompt or "" for r in requests], params, add_special_tokens=True)
+    def generate(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]:
+        texts = [r.prompt or "" for r in requests]
+        return self._generate_tokens(requests, texts, params, add_special_tokens=True, on_answered=on_answered)
 
     def render_chat(self, conversation: list[ChatMessage]) -> str:
         """The exact text the model sees for a conversation (its chat template applied)."""
@@ -309,7 +368,9 @@ class VLLMEngine:
         )
         return str(rendered)
 
-    def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
+    def chat(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]:
         """Apply the chat template (or plain concatenation for base models) and generate."""
         conversations = [request.messages or [] for request in requests]
         if self.spec.chat_template is None:
@@ -317,7 +378,9 @@ class VLLMEngine:
         else:
             texts = [self.render_chat(conversation) for conversation in conversations]
         # a chat template already writes the special tokens it wants
-        return self._generate_tokens(requests, texts, params, add_special_tokens=self.spec.chat_template is None)
+        return self._generate_tokens(
+            requests, texts, params, add_special_tokens=self.spec.chat_template is None, on_answered=on_answered
+        )
 
     def embed(self, requests: Sequence[Request]) -> list[Response]:
         """Word vectors from the served weights through transformers (``engines/embeddings.py``), loaded once."""
