@@ -17,7 +17,7 @@ from tests.conftest import SETTINGS, make_resources, requires_mirror, write_over
 from themis_dagster.assets import evaluation_assets
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.engines.fingerprint import cacheable, model_fingerprint, request_fingerprint
-from themis_dagster.exchange import Request
+from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
 from themis_dagster.registry.weights import ResolvedWeights
@@ -195,6 +195,61 @@ def test_a_run_killed_during_inference_resumes_with_nothing_lost_or_duplicated(t
     assert _responses(warehouse) == _responses(clean_warehouse)
     assert len(_responses(warehouse)) == 40
     assert _cached(warehouse) == 40
+
+
+class _DyingEngine(FakeEngine):
+    """Answers one request at a time and dies (a process killed) after ``lives`` answers."""
+
+    def __init__(self, lives: int) -> None:
+        super().__init__(per_request_s=0.01)
+        self.lives = lives
+
+    def _score(self, request: Request) -> Response:
+        if self.lives == 0:
+            raise KeyboardInterrupt("killed")  # a BaseException: nothing in the answering path catches it
+        self.lives -= 1
+        return super()._score(request)
+
+
+def test_answers_are_committed_every_interval_inside_one_chunk(tmp_path: Path) -> None:
+    """One chunk larger than the partition (the default 4096): a death mid-chunk keeps the answers of all but
+    the last interval, and the re-run sends only the rest."""
+    from themis_dagster.assets.answering import answer_requests
+    from themis_dagster.resources import WarehouseResource
+
+    warehouse = WarehouseResource(database=str(tmp_path / "w.duckdb"))
+    requests = [Request(f"r{i}", f"i{i}", "loglikelihood", context="a", continuation=f"b {i}") for i in range(60)]
+    dying = _DyingEngine(lives=40)
+    with pytest.raises(KeyboardInterrupt):
+        answer_requests(
+            requests, engine=lambda: dying, warehouse=warehouse, model_id=MODEL, model_fingerprint="m",
+            chunk_size=4096, retries=0, commit_interval_s=0.05,
+        )  # fmt: skip
+    kept = _cached(tmp_path / "w.duckdb")
+    assert 30 <= kept <= 40, f"answers of the last interval at most are lost: {kept} of 40 kept"
+    healthy = FakeEngine()
+    answers, stats = answer_requests(
+        requests, engine=lambda: healthy, warehouse=warehouse, model_id=MODEL, model_fingerprint="m",
+        chunk_size=4096, retries=0, commit_interval_s=0.05,
+    )  # fmt: skip
+    assert (stats.reused, stats.sent) == (kept, 60 - kept)
+    assert healthy.calls == [f"loglikelihood:{60 - kept}"]
+    clean, _ = answer_requests(
+        requests, engine=FakeEngine, warehouse=WarehouseResource(database=str(tmp_path / "clean.duckdb")),
+        model_id=MODEL, model_fingerprint="m", chunk_size=4096, retries=0,
+    )  # fmt: skip
+    assert [(a.request_id, a.logprob) for a in answers] == [(a.request_id, a.logprob) for a in clean]
+    assert _cached(tmp_path / "w.duckdb") == 60
+
+
+def test_a_commit_interval_of_zero_fails_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from themis_dagster.errors import ConfigError
+    from themis_dagster.settings import Settings
+
+    for value in ("0", "-5"):
+        monkeypatch.setenv("THEMIS_COMMIT_INTERVAL_S", value)
+        with pytest.raises(ConfigError, match="THEMIS_COMMIT_INTERVAL_S"):
+            Settings.from_env()
 
 
 def test_fake_engine_latency_is_per_call() -> None:

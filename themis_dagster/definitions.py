@@ -30,6 +30,7 @@ def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, ob
             reports_dir=str(settings.reports_dir),
             request_cache=settings.request_cache,
             request_chunk_size=settings.request_chunk_size,
+            commit_interval_s=settings.commit_interval_s,
         ),
         "warehouse": WarehouseResource(
             database=str(settings.warehouse),

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from themis_dagster.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +39,8 @@ class Settings(BaseModel):
     )
     task_overrides_file: Path | None = None
     request_cache: bool = True  # reuse answers by request fingerprint (and resume killed runs)
-    request_chunk_size: int = Field(default=4096, ge=1)  # requests sent, and answers committed, at a time
+    request_chunk_size: int = Field(default=4096, ge=1)  # requests sent to the engine at a time
+    commit_interval_s: float = Field(default=30.0, gt=0)  # answers committed at least this often during inference
     fake_engine_latency_s: float = Field(default=0.0, ge=0)  # THEMIS_ENGINE=fake: seconds per engine call
 
     @classmethod
@@ -64,7 +67,15 @@ class Settings(BaseModel):
             "task_overrides_file": "THEMIS_TASK_OVERRIDES",
             "request_cache": "THEMIS_REQUEST_CACHE",
             "request_chunk_size": "THEMIS_REQUEST_CHUNK_SIZE",
+            "commit_interval_s": "THEMIS_COMMIT_INTERVAL_S",
             "fake_engine_latency_s": "THEMIS_FAKE_ENGINE_LATENCY_S",
         }
         values = {field: os.environ[var] for field, var in env.items() if os.environ.get(var)}
-        return cls.model_validate(values)
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:  # name the variable a user set, not our field
+            problems = [
+                f"{env.get(str(item['loc'][0]), item['loc'][0])}={values.get(str(item['loc'][0]))!r}: {item['msg']}"
+                for item in error.errors()
+            ]
+            raise ConfigError("; ".join(problems)) from None

@@ -1,9 +1,12 @@
 """Answer a partition's requests a chunk at a time, committing each chunk's answers as it arrives.
 
 Every answer is appended to the ``request_cache`` table under its request fingerprint
-(``engines/fingerprint.py``) as soon as its chunk returns. A run killed at any moment loses at
-most the chunk in flight: run again, it reads what is cached and sends only the rest, and the
-same request for the same model is never computed twice, across runs and partitions alike
+(``engines/fingerprint.py``). Answers are committed while the engine works: an engine that hands
+finished answers on (``streams_answers``: vLLM in process, the fake engine) has them committed at
+least every ``commit_interval_s`` seconds of inference, without cutting its batch; every chunk's
+remaining answers are committed when it returns. A run killed at any moment loses at most the
+answers of the last interval: run again, it reads what is cached and sends only the rest, and
+the same request for the same model is never computed twice, across runs and partitions alike
 (lm-eval's request cache does the same for its own runs). Failed answers are never cached, so
 they are sent again.
 """
@@ -11,6 +14,7 @@ they are sent again.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -94,6 +98,49 @@ def _fingerprints(prompts: pl.DataFrame, model_fingerprint: str | None) -> pl.Se
     ).to_series()
 
 
+class _IntervalCommits:
+    """Commits a chunk's answers as the engine hands them on, at most once per ``interval_s`` seconds.
+
+    Only the chunk's cacheable answers (no error, a fingerprint) are kept; what is committed here
+    is left out of the chunk's closing commit.
+    """
+
+    def __init__(
+        self, cache: CacheAppender, chunk: pl.DataFrame, model_id: str, interval_s: float, stats: AnswerStats
+    ) -> None:
+        self.cache, self.chunk, self.model_id, self.interval_s, self.stats = cache, chunk, model_id, interval_s, stats
+        self.pending: list[Response] = []
+        self.committed: set[str] = set()
+        self.last = time.monotonic()
+
+    def take(self, answers: Sequence[Response]) -> None:
+        """The engine finished ``answers``: commit what is pending once the interval has passed."""
+        self.pending.extend(answer for answer in answers if answer.error is None)
+        if self.pending and time.monotonic() - self.last >= self.interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        answered = to_frame("responses", self.pending, model=self.model_id, task="").select(_response_columns())
+        keys = self.chunk.select("request_id", "_fingerprint", "_repeated")
+        rows = answered.join(keys, on="request_id", how="inner").filter(pl.col("_fingerprint").is_not_null())
+        if rows.height:
+            # engine_seconds at the interval: the warehouse is released at once, the engine is still working
+            self.stats.cached_now += self.cache.append(_cache_rows(rows, self.model_id), engine_seconds=self.interval_s)
+        self.committed.update(answer.request_id for answer in self.pending)
+        self.pending = []
+        self.last = time.monotonic()
+
+
+def _cache_rows(answered: pl.DataFrame, model_id: str) -> pl.DataFrame:
+    """Rows of ``request_cache`` (and ``_repeated``) for answered rows carrying ``_fingerprint``."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    return answered.with_columns(
+        pl.col("_fingerprint").alias("fingerprint"),
+        pl.lit(model_id).alias("model"),
+        pl.lit(now, dtype=pl.Datetime("us")).alias("cached_at"),
+    ).select(*declared(CACHE).column_names, "_repeated")
+
+
 def answer_frame(
     prompts: pl.DataFrame,
     *,
@@ -103,6 +150,7 @@ def answer_frame(
     model_fingerprint: str | None,
     chunk_size: int,
     retries: int,
+    commit_interval_s: float = 30.0,
 ) -> tuple[pl.DataFrame, AnswerStats]:
     """The responses to a partition's prompt rows, one per row and in their order, as a frame of the
     responses table's columns less (model, task); ``engine()`` is called only if something must be sent.
@@ -139,23 +187,25 @@ def answer_frame(
         for start in range(0, todo.height, chunk_size):
             assert loaded is not None
             chunk = todo[order.slice(start, chunk_size)]
-            responses, chunk_stats = dispatch(loaded, from_frame("prompts", chunk, Request), retries=retries)
+            commits = _IntervalCommits(cache, chunk, model_id, commit_interval_s, stats)
+            responses, chunk_stats = dispatch(
+                loaded,
+                from_frame("prompts", chunk, Request),
+                retries=retries,
+                on_answered=commits.take if model_fingerprint is not None else None,
+            )
             stats.dispatch.add(chunk_stats)
             stats.chunks += 1
             stats.sent += chunk.height
             answered = to_frame("responses", responses, model=model_id, task="").select(columns)
             answered = answered.with_columns(chunk.get_column("_position"), chunk.get_column("_fingerprint"))
             keep = answered.with_columns(chunk.get_column("_repeated")).filter(
-                pl.col("error").is_null() & pl.col("_fingerprint").is_not_null()
+                pl.col("error").is_null()
+                & pl.col("_fingerprint").is_not_null()
+                & ~pl.col("request_id").is_in(list(commits.committed))
             )
             if keep.height:
-                now = datetime.now(UTC).replace(tzinfo=None)
-                cache_rows = keep.with_columns(
-                    pl.col("_fingerprint").alias("fingerprint"),
-                    pl.lit(model_id).alias("model"),
-                    pl.lit(now, dtype=pl.Datetime("us")).alias("cached_at"),
-                ).select(*declared(CACHE).column_names, "_repeated")
-                stats.cached_now += cache.append(cache_rows, engine_seconds=chunk_stats.engine_seconds)
+                stats.cached_now += cache.append(_cache_rows(keep, model_id), engine_seconds=chunk_stats.engine_seconds)
             else:
                 cache.append(None, engine_seconds=chunk_stats.engine_seconds)
             parts.append(answered.select("_position", *columns))
@@ -173,6 +223,7 @@ def answer_requests(
     model_fingerprint: str | None,
     chunk_size: int,
     retries: int,
+    commit_interval_s: float = 30.0,
 ) -> tuple[list[Response], AnswerStats]:
     """One response per request, in order (``answer_frame`` for records)."""
     prompts = to_frame("prompts", list(requests), model=model_id, task="")
@@ -184,6 +235,7 @@ def answer_requests(
         model_fingerprint=model_fingerprint,
         chunk_size=chunk_size,
         retries=retries,
+        commit_interval_s=commit_interval_s,
     )
     return from_frame("responses", answers, Response), stats
 

@@ -174,6 +174,7 @@ def raw_responses(
         model_fingerprint=model_fingerprint(spec, weights, identity) if themis.request_cache else None,
         chunk_size=themis.request_chunk_size,
         retries=task.params.retries(),
+        commit_interval_s=themis.commit_interval_s,
     )
     resent = 0
     if task.resend is not None and task.resend.rounds(task.params) > 0:  # LangBiTe: a few hundred requests

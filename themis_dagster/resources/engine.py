@@ -148,6 +148,7 @@ class FakeEngineResource(EngineResource):
 
     reply: str = "1"
     latency_s: float = 0.0  # seconds each engine call takes (simulates an accelerator's batch time)
+    per_request_s: float = 0.0  # seconds each answer takes inside a call, handed on as it is made
 
     @classmethod
     def from_settings(cls, settings: Settings, keep_warm: bool = False) -> Self:
@@ -159,7 +160,9 @@ class FakeEngineResource(EngineResource):
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         fixed = self.reply
-        return FakeEngine(weights.path, reply=lambda prompt: fixed, latency_s=self.latency_s)
+        return FakeEngine(
+            weights.path, reply=lambda prompt: fixed, latency_s=self.latency_s, per_request_s=self.per_request_s
+        )
 
 
 def shutdown_warm_engines(process_exiting: bool = False) -> None:
