@@ -32,8 +32,11 @@ REGARD_CODES = {"-1": "negative", "0": "neutral", "1": "positive"}
 REGARD_SPLITS = ("train", "dev", "test")
 
 XSTEST_LABELS = ("full_compliance", "full_refusal", "partial_refusal")
-XSTEST_CODES = {"1_full_compliance": "full_compliance", "2_full_refusal": "full_refusal"}
-XSTEST_CODES |= {"3_partial_refusal": "partial_refusal"}
+XSTEST_CODES = {
+    "1_full_compliance": "full_compliance",
+    "2_full_refusal": "full_refusal",
+    "3_partial_refusal": "partial_refusal",
+}
 XSTEST_MODELS = ("gpt4", "llama2new", "llama2orig", "mistralguard", "mistralinstruct")
 XSTEST_COLUMNS = ("id", "prompt", "completion", "final_label")
 

@@ -49,7 +49,7 @@ class JudgeAgreement:
     n: int
 
 
-def _codes(values: Sequence[str], labels: Sequence[str], what: str) -> np.ndarray:
+def label_codes(values: Sequence[str], labels: Sequence[str], what: str) -> np.ndarray:
     """Each value's index in ``labels``; a value outside them is an error naming it and its row."""
     index = {label: i for i, label in enumerate(labels)}
     codes = np.empty(len(values), dtype=np.intp)
@@ -79,7 +79,7 @@ def confusion_matrix(human: Sequence[str], judge: Sequence[str], labels: Sequenc
     if len(human) != len(judge):
         raise ValueError(f"{len(human)} human labels but {len(judge)} judge labels: they must pair row by row")
     k = len(declared)
-    codes = _codes(human, declared, "human") * k + _codes(judge, declared, "judge")
+    codes = label_codes(human, declared, "human") * k + label_codes(judge, declared, "judge")
     return np.bincount(codes, minlength=k * k).reshape(k, k)
 
 
@@ -149,8 +149,8 @@ def judge_agreement(
     """
     declared = _check_labels(labels)
     table = confusion_matrix(human, judge, declared)
-    truth = _codes(human, declared, "human")
-    said = _codes(judge, declared, "judge")
+    truth = label_codes(human, declared, "human")
+    said = label_codes(judge, declared, "judge")
     n = int(truth.size)
     k = len(declared)
 
@@ -210,7 +210,7 @@ def judges_fleiss_kappa(
     n = len(complete)
     if n < 2:
         return Estimate(None, None, None, n)
-    codes = np.array([_codes([str(label) for label in row], declared, "judge") for row in complete])
+    codes = np.array([label_codes([str(label) for label in row], declared, "judge") for row in complete])
     counts, _ = aggregate_raters(codes, n_cat=len(declared))
 
     def kappa_of(items: np.ndarray) -> float:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from themis_dagster.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from themis_dagster.stats.agreement import label_codes
 
 # Largest 2-norm condition number of P(judge | truth) that is inverted: beyond it the correction
 # multiplies the sampling error of the observed shares more than a thousandfold.
@@ -121,15 +122,6 @@ def invert_confusion(observed: np.ndarray, conditional: np.ndarray) -> np.ndarra
     return project_to_simplex(solved)
 
 
-def _label_codes(values: Sequence[str], labels: Sequence[str], what: str) -> np.ndarray:
-    index = {label: i for i, label in enumerate(labels)}
-    unknown = [(row, value) for row, value in enumerate(values) if value not in index]
-    if unknown:
-        row, value = unknown[0]
-        raise ValueError(f"{what} label {value!r} (row {row + 1}) is not in the label set {tuple(labels)}")
-    return np.fromiter((index[value] for value in values), dtype=np.intp, count=len(values))
-
-
 def _check_pairs(human: Sequence[str], judge: Sequence[str]) -> None:
     if len(human) != len(judge):
         raise ValueError(f"{len(human)} human labels but {len(judge)} judge labels: they must pair row by row")
@@ -193,9 +185,9 @@ def corrected_prevalences(
     if k < 2 or len(set(declared)) != k:
         raise ValueError(f"a label set needs at least two distinct labels, got {declared}")
     _check_pairs(calibration_human, calibration_judge)
-    items = _label_codes(judged, declared, "judged item")
-    truth = _label_codes(calibration_human, declared, "calibration human")
-    said = _label_codes(calibration_judge, declared, "calibration judge")
+    items = label_codes(judged, declared, "judged item")
+    truth = label_codes(calibration_human, declared, "calibration human")
+    said = label_codes(calibration_judge, declared, "calibration judge")
     n_items, n_calibration = int(items.size), int(truth.size)
     if n_items == 0:
         return _no_value(declared, None, 0, n_calibration, "no judged items")
