@@ -1,0 +1,288 @@
+"""Shares judged by a model, corrected for the judge's errors measured on a calibration set.
+
+A judge that calls 20% of truly negative-regard continuations "negative" inflates the negative
+share of every group by a different amount (it depends on each group's true share), so gaps
+between groups are biased too. Given the judge's error rates from human-labelled calibration
+rows, the share the judge reports can be mapped back to the true share: Rogan-Gladen for one
+judged class, the inverted confusion matrix for a full label set.
+
+The CI resamples both sources of error: the evaluated items (the observed share) and the
+calibration rows (the error rates). A judge no better than chance, or a confusion matrix that
+cannot be inverted reliably, yields no corrected value and a reason, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from themis_dagster.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from themis_dagster.stats.agreement import label_codes
+
+# Largest 2-norm condition number of P(judge | truth) that is inverted: beyond it the correction
+# multiplies the sampling error of the observed shares more than a thousandfold.
+MAX_CONDITION = 1e3
+
+
+@dataclass(frozen=True)
+class CorrectedShare:
+    """The true share of ``label`` among the judged items, estimated from the judge's share and its errors.
+
+    ``value`` and the CI are None with ``reason`` saying why when no correction is possible.
+    ``observed`` is the judge's own (uncorrected) share. ``resamples_dropped`` counts bootstrap
+    replicates whose resampled calibration rows left the correction undefined (left out of the CI).
+    """
+
+    label: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    observed: float | None
+    n_items: int
+    n_calibration: int
+    reason: str | None = None
+    resamples_dropped: int = 0
+
+
+def rogan_gladen(p_obs: float, sensitivity: float, specificity: float) -> float | None:
+    """True prevalence from an apparent one (Rogan & Gladen 1978), clipped to [0, 1]; None if Se + Sp <= 1.
+
+    Rogan, W. J. & Gladen, B. (1978), "Estimating prevalence from the results of a screening test",
+    American Journal of Epidemiology 107(1):71-76:
+
+        p_true = (p_obs + Sp - 1) / (Se + Sp - 1)
+
+    with p_obs the share the test (the judge) calls positive, Se = P(judged positive | positive),
+    Sp = P(judged negative | negative). The estimate leaves [0, 1] when p_obs lies outside
+    [1 - Sp, Se] and is clipped to the nearest bound (the maximum-likelihood estimate there). A test
+    with Se + Sp <= 1 is no better than chance: the ratio is undefined or reverses, so None.
+    """
+    youden = sensitivity + specificity - 1.0
+    if not youden > 0:
+        return None
+    return float(np.clip((p_obs + specificity - 1.0) / youden, 0.0, 1.0))
+
+
+def project_to_simplex(values: np.ndarray) -> np.ndarray:
+    """Euclidean projection of each row onto the probability simplex (nonnegative, summing to 1).
+
+    The sort-based algorithm of Wang & Carreira-Perpinan (2013), "Projection onto the probability
+    simplex: an efficient algorithm with a simple proof", arXiv:1309.1541: the closest vector of
+    shares to an inverted estimate that left the simplex.
+    """
+    v = np.atleast_2d(np.asarray(values, dtype=float))
+    k = v.shape[-1]
+    u = -np.sort(-v, axis=-1)
+    excess = np.cumsum(u, axis=-1) - 1.0
+    positive = u - excess / np.arange(1, k + 1) > 0
+    rho = k - 1 - np.argmax(positive[..., ::-1], axis=-1)
+    theta = np.take_along_axis(excess, rho[..., None], axis=-1) / (rho[..., None] + 1)
+    projected: np.ndarray = np.maximum(v - theta, 0.0).reshape(np.shape(values))
+    return projected
+
+
+def _refusal(conditional: np.ndarray, row_counts: np.ndarray, labels: Sequence[str]) -> str | None:
+    """Why ``P(judge | truth)`` cannot be inverted (None when it can)."""
+    for i, label in enumerate(labels):
+        if row_counts[i] == 0:
+            return f"the calibration rows hold no human {label!r} label: P(judge | true {label!r}) is unmeasured"
+    for j, label in enumerate(labels):
+        if not conditional[:, j].any():
+            return f"the judge never answered {label!r} on the calibration rows: its confusion matrix is singular"
+    for j, label in enumerate(labels):
+        others = np.delete(conditional[:, j], j)
+        if conditional[j, j] <= others.max():
+            i = int(np.argmax(np.where(np.arange(len(labels)) == j, -np.inf, conditional[:, j])))
+            return (
+                f"the judge is no better than chance at {label!r}: it answers {label!r} for "
+                f"{conditional[i, j]:.3f} of true {labels[i]!r} rows but only {conditional[j, j]:.3f} of true "
+                f"{label!r} rows"
+            )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        condition = float(np.linalg.cond(conditional))
+    if not condition <= MAX_CONDITION:
+        return f"the judge's confusion matrix is ill-conditioned (condition number {condition:.3g} > {MAX_CONDITION:g})"
+    return None
+
+
+def invert_confusion(observed: np.ndarray, conditional: np.ndarray) -> np.ndarray:
+    """True shares ``t`` from observed judge shares ``o`` and ``M[i, j] = P(judge = j | true = i)``.
+
+    The multi-class form of Rogan-Gladen (the "adjusted classify and count" of Forman 2008,
+    "Quantifying counts and costs via classification", Data Mining and Knowledge Discovery
+    17(2):164-206): the judge's shares are ``o = M^T t``, so ``t`` solves that linear system. The
+    solution already sums to 1 (each row of M does) but may have negative entries from sampling
+    error; it is projected onto the simplex (``project_to_simplex``: the nearest vector of shares,
+    not clip-and-renormalise). With two labels this equals Rogan-Gladen with its clipping.
+    Rows of ``observed``/``conditional`` may be stacked (bootstrap replicates).
+    """
+    solved = np.linalg.solve(np.swapaxes(conditional, -1, -2), observed[..., None])[..., 0]
+    return project_to_simplex(solved)
+
+
+def _check_pairs(human: Sequence[str], judge: Sequence[str]) -> None:
+    if len(human) != len(judge):
+        raise ValueError(f"{len(human)} human labels but {len(judge)} judge labels: they must pair row by row")
+
+
+def _interval(replicates: np.ndarray, value: float, confidence: float) -> tuple[float | None, float | None]:
+    """Percentile interval of the defined replicates, widened to hold the point value (as bootstrap_estimate)."""
+    if replicates.size == 0:
+        return None, None
+    tail = 100 * (1 - confidence) / 2
+    low, high = np.percentile(replicates, [tail, 100 - tail])
+    return min(float(low), value), max(float(high), value)
+
+
+def _no_value(
+    labels: Sequence[str], observed: np.ndarray | None, n_items: int, n_calibration: int, reason: str
+) -> tuple[CorrectedShare, ...]:
+    return tuple(
+        CorrectedShare(
+            label,
+            None,
+            None,
+            None,
+            None if observed is None else float(observed[i]),
+            n_items,
+            n_calibration,
+            reason,
+        )
+        for i, label in enumerate(labels)
+    )
+
+
+def corrected_prevalences(
+    judged: Sequence[str],
+    calibration_human: Sequence[str],
+    calibration_judge: Sequence[str],
+    labels: Sequence[str],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> tuple[CorrectedShare, ...]:
+    """Each label's true share among the judged items, by inverting the judge's confusion matrix.
+
+    ``judged`` holds the judge's labels of the evaluated items; ``calibration_human`` and
+    ``calibration_judge`` the human and judge labels of the same calibration rows. The point value
+    is ``invert_confusion`` of the judged shares and ``M = P(judge | truth)`` estimated from the
+    calibration rows. It is refused (every share None, one reason) when a true label has no
+    calibration row, the judge never gives some label, the judge answers some label j at least as
+    often for another true label as for true j (with two labels: Se + Sp <= 1), or M's condition
+    number exceeds ``MAX_CONDITION``.
+
+    CI: a seeded percentile bootstrap that resamples, independently in each replicate, the judged
+    items and the calibration rows, each with replacement at its own size. Resampling n rows and
+    counting them is a multinomial draw of n over the observed cell shares, so each replicate draws
+    the counts directly (the same distribution, without materialising rows). Replicates whose
+    calibration rows are refused as above are left out and counted in ``resamples_dropped``.
+    """
+    declared = tuple(labels)
+    k = len(declared)
+    if k < 2 or len(set(declared)) != k:
+        raise ValueError(f"a label set needs at least two distinct labels, got {declared}")
+    _check_pairs(calibration_human, calibration_judge)
+    items = label_codes(judged, declared, "judged item")
+    truth = label_codes(calibration_human, declared, "calibration human")
+    said = label_codes(calibration_judge, declared, "calibration judge")
+    n_items, n_calibration = int(items.size), int(truth.size)
+    if n_items == 0:
+        return _no_value(declared, None, 0, n_calibration, "no judged items")
+    item_counts = np.bincount(items, minlength=k)
+    observed = item_counts / n_items
+    cells = np.bincount(truth * k + said, minlength=k * k).reshape(k, k)
+    row_counts = cells.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        conditional = cells / row_counts[:, None]
+    reason = _refusal(conditional, row_counts, declared)
+    if reason is not None:
+        return _no_value(declared, observed, n_items, n_calibration, reason)
+    point = invert_confusion(observed, conditional)
+
+    rng = np.random.default_rng(seed)
+    item_draws = rng.multinomial(n_items, observed, size=n_resamples) / n_items
+    cell_draws = rng.multinomial(n_calibration, cells.ravel() / n_calibration, size=n_resamples).reshape(-1, k, k)
+    draw_rows = cell_draws.sum(axis=2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draw_conditional = cell_draws / draw_rows[..., None]
+    usable = np.array([_refusal(m, r, declared) is None for m, r in zip(draw_conditional, draw_rows, strict=True)])
+    replicates = invert_confusion(item_draws[usable], draw_conditional[usable]) if usable.any() else np.empty((0, k))
+    dropped = int(n_resamples - usable.sum())
+    shares = []
+    for i, label in enumerate(declared):
+        low, high = _interval(replicates[:, i], float(point[i]), confidence)
+        shares.append(
+            CorrectedShare(label, float(point[i]), low, high, float(observed[i]), n_items, n_calibration, None, dropped)
+        )
+    return tuple(shares)
+
+
+def corrected_share(
+    judged: Sequence[str],
+    calibration_human: Sequence[str],
+    calibration_judge: Sequence[str],
+    positive: str,
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> CorrectedShare:
+    """The true share of one judged class (``positive`` against every other label), by Rogan-Gladen.
+
+    Se and Sp are measured one-vs-rest on the calibration rows: Se = P(judge says ``positive`` |
+    human says ``positive``), Sp = P(judge says another label | human says another label). Sp then
+    mixes the judge's errors on the other labels in the calibration set's proportions; when the
+    evaluated items hold the other labels in very different proportions, prefer
+    ``corrected_prevalences`` over the full label set.
+
+    No value (a reason instead) when there are no judged items, the calibration rows hold no human
+    ``positive`` label or no other label (Se or Sp unmeasured), or Se + Sp <= 1.
+
+    CI: a seeded percentile bootstrap resampling, independently in each replicate, the judged
+    items (a binomial draw of the judged-positive count) and the calibration rows (a multinomial
+    draw of the TP/FN/FP/TN counts), i.e. resampling each with replacement at its own size.
+    Replicates with Se + Sp <= 1 or an empty class are left out (``resamples_dropped``).
+    """
+    _check_pairs(calibration_human, calibration_judge)
+    items = np.fromiter((label == positive for label in judged), dtype=bool, count=len(judged))
+    truth = np.fromiter((label == positive for label in calibration_human), dtype=bool, count=len(calibration_human))
+    said = np.fromiter((label == positive for label in calibration_judge), dtype=bool, count=len(calibration_judge))
+    n_items, n_calibration = int(items.size), int(truth.size)
+    if n_items == 0:
+        return CorrectedShare(positive, None, None, None, None, 0, n_calibration, "no judged items")
+    p_obs = float(items.mean())
+
+    def no_value(reason: str) -> CorrectedShare:
+        return CorrectedShare(positive, None, None, None, p_obs, n_items, n_calibration, reason)
+
+    tp, fn = int((truth & said).sum()), int((truth & ~said).sum())
+    fp, tn = int((~truth & said).sum()), int((~truth & ~said).sum())
+    if tp + fn == 0:
+        return no_value(f"the calibration rows hold no human {positive!r} label: sensitivity is unmeasured")
+    if fp + tn == 0:
+        return no_value(f"the calibration rows hold only human {positive!r} labels: specificity is unmeasured")
+    sensitivity, specificity = tp / (tp + fn), tn / (fp + tn)
+    value = rogan_gladen(p_obs, sensitivity, specificity)
+    if value is None:
+        return no_value(
+            f"the judge is no better than chance at {positive!r}: sensitivity {sensitivity:.3f} + specificity "
+            f"{specificity:.3f} <= 1, so Rogan-Gladen's denominator Se + Sp - 1 is not positive"
+        )
+
+    rng = np.random.default_rng(seed)
+    p_draws = rng.binomial(n_items, p_obs, size=n_resamples) / n_items
+    cells = rng.multinomial(n_calibration, np.array([tp, fn, fp, tn]) / n_calibration, size=n_resamples)
+    positives, negatives = cells[:, 0] + cells[:, 1], cells[:, 2] + cells[:, 3]
+    usable = (positives > 0) & (negatives > 0)
+    se = cells[usable, 0] / positives[usable]
+    sp = cells[usable, 3] / negatives[usable]
+    p_draws = p_draws[usable]
+    youden = se + sp - 1.0
+    informative = youden > 0
+    replicates = np.clip((p_draws[informative] + sp[informative] - 1.0) / youden[informative], 0.0, 1.0)
+    low, high = _interval(replicates, value, confidence)
+    dropped = int(n_resamples - replicates.size)
+    return CorrectedShare(positive, value, low, high, p_obs, n_items, n_calibration, None, dropped)
