@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from themis_dagster.datasets import ResolvedFile, load_catalog, resolve_file, sha256_file
-from themis_dagster.registry.models import ConfigError
+from themis_dagster.errors import ConfigError
 from themis_dagster.settings import Settings
 
 # Fewer human labels than this cannot tell a good judge from a poor one: with 20 rows a 95% CI
