@@ -150,7 +150,7 @@ def answer_frame(
     model_fingerprint: str | None,
     chunk_size: int,
     retries: int,
-    commit_interval_s: float = 30.0,
+    commit_interval_s: float = 10.0,
 ) -> tuple[pl.DataFrame, AnswerStats]:
     """The responses to a partition's prompt rows, one per row and in their order, as a frame of the
     responses table's columns less (model, task); ``engine()`` is called only if something must be sent.
@@ -223,7 +223,7 @@ def answer_requests(
     model_fingerprint: str | None,
     chunk_size: int,
     retries: int,
-    commit_interval_s: float = 30.0,
+    commit_interval_s: float = 10.0,
 ) -> tuple[list[Response], AnswerStats]:
     """One response per request, in order (``answer_frame`` for records)."""
     prompts = to_frame("prompts", list(requests), model=model_id, task="")

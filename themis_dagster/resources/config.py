@@ -30,7 +30,7 @@ class ThemisConfig(ConfigurableResource):  # type: ignore[type-arg]
     allow_downloads: bool = True
     request_cache: bool = True
     request_chunk_size: int = Field(default=4096, ge=1)
-    commit_interval_s: float = Field(default=30.0, gt=0)
+    commit_interval_s: float = Field(default=10.0, gt=0)
 
     def reports_path(self) -> Path:
         return Path(self.reports_dir)
