@@ -48,7 +48,7 @@ def record(
     """A new materialization of ``stage`` computed from ``upstream``, and its ``stage_generations`` row.
 
     The caller writes the row in the same transaction as the stage's own rows
-    (``warehouse.replace_partitions``). ``task_items`` starts a new generation; every other
+    (``partitions.replace_rows``). ``task_items`` starts a new generation; every other
     stage inherits its upstream's (a missing upstream record, from a warehouse written before
     generations, starts one too, and ``partition_status`` shows the broken link).
     """
