@@ -152,7 +152,7 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
 
 
 def test_declarations_keep_the_existing_warehouse_contract() -> None:
-    """Existing warehouses and sql/views.sql rely on these exact names, types, order and keys."""
+    """Existing warehouses and warehouse/sql/views.sql rely on these exact names, types, order and keys."""
     assert list(TABLES) == list(EXISTING_WAREHOUSE)
     for name, table in TABLES.items():
         columns, key = EXISTING_WAREHOUSE[name]

@@ -5,7 +5,7 @@ A partition's stages are written one at a time, by one run or several: a run kil
 stage's write records, in the same transaction as its rows, a new ``materialization`` id
 and the id of the upstream materialization it was computed from; the partition's
 ``generation`` is the ``task_items`` materialization the chain descends from. The
-``partition_status`` view (``sql/views.sql``) follows those links: a partition is complete
+``partition_status`` view (``warehouse/sql/views.sql``) follows those links: a partition is complete
 only when every stage is present and each was computed from the one before it as it is now,
 and the ``metrics`` views show only complete partitions.
 """

@@ -1,14 +1,27 @@
-"""Create the declared tables (``tables.py``) in a warehouse, and (re)create the analyst views over them."""
+"""Create the declared tables (``tables.py``) in a warehouse, and (re)create the analyst views over them.
+
+The views are package data (``sql/views*.sql`` beside this module), read through
+``importlib.resources`` so an installed wheel has them as a checkout does.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 
 import duckdb
 
 from themis_dagster.warehouse.tables import TABLES
 
-SQL_DIR = Path(__file__).resolve().parent.parent.parent / "sql"
+SQL_DIR: Traversable = resources.files("themis_dagster.warehouse") / "sql"
+
+
+def view_files() -> list[Traversable]:
+    """The analyst views' SQL files, in the order they are executed (by name: ``views.sql`` first)."""
+    return sorted(
+        (entry for entry in SQL_DIR.iterdir() if entry.name.startswith("views") and entry.name.endswith(".sql")),
+        key=lambda entry: entry.name,
+    )
 
 
 def ensure_schema(conn: duckdb.DuckDBPyConnection, constraints: bool = False) -> None:
@@ -31,5 +44,5 @@ def ensure_schema(conn: duckdb.DuckDBPyConnection, constraints: bool = False) ->
     for table in TABLES.values():
         for statement in table.missing_columns_ddl(existing.get(table.name, [])):
             conn.execute(statement)
-    for views in sorted(SQL_DIR.glob("views*.sql")):
-        conn.execute(views.read_text())
+    for views in view_files():
+        conn.execute(views.read_text(encoding="utf-8"))
