@@ -383,7 +383,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """Write a consistent copy of the warehouse that BI tools can hold open without blocking runs."""
-    from themis_dagster.warehouse import ducklake, snapshot
+    from themis_dagster.warehouse import ducklake
+    from themis_dagster.warehouse.file_snapshot import snapshot
     from themis_dagster.warehouse.lake_snapshot import snapshot_lake
 
     settings = Settings.from_env()

@@ -28,10 +28,11 @@ from themis_dagster.exchange import Request, Response
 from themis_dagster.resources import WarehouseResource
 from themis_dagster.stages.fingerprints import cacheable_rows, request_fingerprints
 from themis_dagster.tasks.spec import Item, Resend
-from themis_dagster.warehouse import read_by_key, transaction
 from themis_dagster.warehouse.frames import from_frame, to_frame
+from themis_dagster.warehouse.reads import read_by_key
 from themis_dagster.warehouse.request_cache import CACHE, CacheAppender, cached_count, repeated_fingerprints
 from themis_dagster.warehouse.tables import declared
+from themis_dagster.warehouse.transactions import transaction
 
 
 @dataclass

@@ -51,7 +51,7 @@ from themis_dagster.stages.columnar import (
 )
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Item, Judgment
-from themis_dagster.warehouse import append_rows
+from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame, to_frame
 
 

@@ -24,8 +24,9 @@ from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.tasks.langbite import augmentation
-from themis_dagster.warehouse import ensure_schema, replace_partition
 from themis_dagster.warehouse.frames import rows_frame
+from themis_dagster.warehouse.partitions import replace_partition
+from themis_dagster.warehouse.schema import ensure_schema
 
 TABLE = "langbite_augmented_templates"
 

@@ -19,9 +19,11 @@ from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.provenance import code_version
 from themis_dagster.stages.lazy import LazyRecords
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.warehouse import Write, generations, partition_scope, read_partition, replace_rows
+from themis_dagster.warehouse import generations
 from themis_dagster.warehouse.frames import from_frame, to_frame
 from themis_dagster.warehouse.generations import Materialization
+from themis_dagster.warehouse.partitions import Write, partition_scope, replace_rows
+from themis_dagster.warehouse.reads import read_partition
 from themis_dagster.warehouse.tables import declared
 
 if TYPE_CHECKING:
