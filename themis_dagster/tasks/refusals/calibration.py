@@ -20,6 +20,7 @@ import csv
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from tabulate import tabulate
@@ -217,8 +218,9 @@ def score(replies: Sequence[LabelledReply], detector: Callable[[LabelledReply], 
     return agreement([label for label, _ in kept], [detector(reply) for _, reply in kept])
 
 
+@cache
 def ours(reply: LabelledReply) -> bool:
-    """The project's detector on a labelled reply, in the reply's language."""
+    """The project's detector on a labelled reply, in the reply's language (remembered: tables ask often)."""
     return detect_refusal(reply.text, reply.language).refused
 
 

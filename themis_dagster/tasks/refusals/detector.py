@@ -58,6 +58,7 @@ _ANSWER_FIRST = re.compile(r"^(?:(?:the )?answer(?: is)?\s*:?\s*)?(?:\(\s*[a-z0-
 _SPACES = re.compile(r"\s+")
 _QUOTED = re.compile(r'"[^"]*"')
 _TAIL_CHARS = 120  # room after the window for a phrase that starts inside it
+_RAW_FACTOR = 4  # raw characters read per opening character: leading blanks and markup, NFKC expansions
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def detect_refusal(text: str, language: str = FALLBACK_LANGUAGE) -> RefusalVerdi
     code = base_language(language)
     fallback = code not in languages
     spec = languages[FALLBACK_LANGUAGE if fallback else code]
-    normalized = normalize(text)
+    normalized = normalize(text[: _RAW_FACTOR * (spec.window_chars + _TAIL_CHARS)])  # a long reply's tail is never read
     if not normalized:
         return RefusalVerdict(False, None, RULE_EMPTY, spec.code, fallback)
     if _ANSWER_FIRST.match(normalized):
