@@ -136,6 +136,17 @@ def test_the_verdict_is_frozen() -> None:
         verdict.refused = False  # type: ignore[misc]
 
 
+IAT_GPT4O = MIRROR / "iat" / "reference_results" / "gpt4o"
+
+
+@pytest.mark.skipif(not IAT_GPT4O.is_dir(), reason=f"IAT reference replies not found at {IAT_GPT4O}")
+def test_no_published_iat_reply_is_flagged() -> None:
+    """The 4,200 published GPT-4o IAT replies are word lists, every one an answer: none is a refusal."""
+    replies = [row["llm"] for path in sorted(IAT_GPT4O.glob("*.csv")) for row in csv.DictReader(path.open())]
+    assert len(replies) == 4200
+    assert [text[:80] for text in replies if detect_refusal(text).refused] == []
+
+
 # -- the phrase file ----------------------------------------------------------------------------------
 
 
