@@ -138,7 +138,7 @@ def _languages() -> dict[str, _Language]:
     for code, spec in raw["languages"].items():
         own = _declared(spec["phrases"], f"{code}.phrases")
         own_exceptions = _declared(spec.get("exceptions"), f"{code}.exceptions")
-        if code != FALLBACK_LANGUAGE:  # rule 6: English is searched too
+        if code != FALLBACK_LANGUAGE:  # rule 7: English is searched too
             own += _declared(english["phrases"], "en.phrases")
             own_exceptions += _declared(english.get("exceptions"), "en.exceptions")
         phrases, exceptions = tuple(dict.fromkeys(own)), tuple(dict.fromkeys(own_exceptions))
@@ -166,11 +166,6 @@ def base_language(language: str) -> str:
 def _blank_quoted(head: str) -> str:
     """Rule 3: double-quoted spans become spaces (positions kept), so their words match nothing."""
     return _QUOTED.sub(lambda m: " " * len(m.group()), head)
-
-
-def opening(text: str, window_chars: int) -> str:
-    """Rules 1 to 3: the normalised first ``window_chars`` characters, quoted spans blanked out."""
-    return _blank_quoted(normalize(text)[: window_chars + _TAIL_CHARS])[:window_chars]
 
 
 def detect_refusal(text: str, language: str = FALLBACK_LANGUAGE) -> RefusalVerdict:
