@@ -149,7 +149,7 @@ def test_sampling_is_seeded_balanced_and_per_category() -> None:
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
-        ({"categories": ["Race_ethnicity"]}, "categories"),
+        ({"categories": ["Race"]}, "categories"),
         ({"categories": []}, "categories"),
         ({"categories": ["Age", "Age"]}, "categories"),
         ({"limit": 0}, "limit"),

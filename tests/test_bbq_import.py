@@ -157,10 +157,6 @@ def test_bad_files_name_file_row_and_column(tmp_path: Path) -> None:
     assert f"{empty}: empty file" in text
     with pytest.raises(ImportValidationError, match=r"row 1: column no_such_column: missing"):
         import_predictions(FILES, "no_such_column", lambda items: [])
-    x_ses = tmp_path / "preds_Race_x_SES.jsonl"
-    x_ses.write_text(json.dumps(json.loads(lines[0]) | {"category": "Race_x_SES"}) + "\n")
-    with pytest.raises(ImportValidationError, match="intersectional"):
-        import_predictions([x_ses], ARC, lambda items: [])
 
 
 @pytest.fixture
