@@ -138,11 +138,7 @@ def item_from_row(row: dict[str, Any], metadata: dict[MetadataKey, MetadataRow] 
         "unknown_loc": unknown,
         "biased_loc": biased_answer(row["question_polarity"], target, unknown),
         # the official script reports proper-name templates (question_index > 25) separately
-        "label_type": found.label_type
-        if found is not None
-        else "name"
-        if int(row["question_index"]) > 25
-        else "label",
+        "label_type": found.label_type if found is not None else "name" if int(row["question_index"]) > 25 else "label",
     }
     return Item(item_id=f"{category}:{row['example_id']}", subset=category, fields=fields)
 
