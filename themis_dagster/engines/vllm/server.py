@@ -56,6 +56,7 @@ import httpx
 from themis_dagster.engines.vllm.engine import engine_kwargs, has_cuda, library_versions
 from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
 from themis_dagster.registry.models import ModelSpec
+from themis_dagster.runs.processes import boot_id, group_members, pid_alive, process_start_time
 
 HOST = "127.0.0.1"
 STOP_GRACE_S = 60.0
@@ -67,13 +68,6 @@ class ServerStartError(RuntimeError):
 
 class ServerStateHostError(ServerStartError):
     """The state folder holds a server of another host (servers are per host); the message names the setting."""
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
 
 
 def host_fields() -> dict[str, str]:
@@ -98,41 +92,6 @@ def usable_state(state: dict[str, Any] | None, paths: ServerPaths) -> dict[str, 
 
 
 # -- processes ----------------------------------------------------------------------------------
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (state is [0], pgrp [2], start time [19])."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rfind(")") + 2 :].split()
-
-
-def process_start_time(pid: int) -> int | None:
-    fields = _proc_stat(pid)
-    return int(fields[19]) if fields else None
-
-
-def pid_alive(pid: int | None, start_time: int | None = None) -> bool:
-    """True for a running (not zombie) process; with ``start_time``, only if it is the same process."""
-    if not pid:
-        return False
-    fields = _proc_stat(pid)
-    if fields is None or fields[0] in ("Z", "X"):
-        return False
-    return start_time is None or int(fields[19]) == start_time
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live processes of a process group (the supervisor, vLLM and its workers)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _proc_stat(int(entry.name))
-            if fields and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-                members.append(int(entry.name))
-    return members
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
