@@ -19,12 +19,9 @@ import pytest
 from pydantic import ValidationError
 
 from themis_dagster.engines.dispatch import dispatch
-from themis_dagster.engines.openai_engine import (
-    LoglikelihoodUnsupportedError,
-    OpenAICompatibleEngine,
-    OpenAIEngineConfig,
-    OpenAIEngineError,
-)
+from themis_dagster.engines.openai.config import OpenAIEngineConfig
+from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
+from themis_dagster.engines.openai.errors import LoglikelihoodUnsupportedError, OpenAIEngineError
 from themis_dagster.engines.tokenization import encode_pair
 from themis_dagster.exchange import ChatMessage, GenerationParams, Request
 from themis_dagster.registry.models import ModelSpec
