@@ -6,12 +6,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 import httpx
 
-from themis_dagster.engines.base import EngineInfo
+from themis_dagster.engines.base import AnswerSink, EngineInfo
 from themis_dagster.engines.openai.client import UNSUPPORTED_STATUSES, OpenAIClient
 from themis_dagster.engines.openai.config import OpenAIEngineConfig
 from themis_dagster.engines.openai.errors import LoglikelihoodUnsupportedError, OpenAIEngineError, RequestFailedError
@@ -38,6 +38,8 @@ _R = TypeVar("_R")
 
 class OpenAICompatibleEngine:
     """Implements ``Engine`` over HTTP; requests run concurrently, at most ``max_concurrency`` at a time."""
+
+    streams_answers = True  # answers are handed on as their responses arrive (engines/base.py)
 
     def __init__(
         self,
@@ -155,7 +157,11 @@ class OpenAICompatibleEngine:
 
     # -- concurrency ----------------------------------------------------------------------------
 
-    def _map(self, function: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+    def _map(
+        self, function: Callable[[_T], _R], items: Sequence[_T], on_done: Callable[[int, _R], None] | None = None
+    ) -> list[_R]:
+        """``function`` over ``items`` with up to ``max_concurrency`` requests in flight, results in order;
+        ``on_done(index, result)`` in the calling thread as each response arrives."""
         if not items:
             return []
         if self._on_activity is not None:
@@ -163,15 +169,24 @@ class OpenAICompatibleEngine:
         try:
             workers = min(self.config.max_concurrency, len(items))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-engine") as pool:
-                return list(pool.map(function, items))
+                if on_done is None:
+                    return list(pool.map(function, items))
+                futures = {pool.submit(function, item): index for index, item in enumerate(items)}
+                results: dict[int, _R] = {}
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    on_done(futures[future], results[futures[future]])
+                return [results[index] for index in range(len(items))]
         finally:
             if self._on_activity is not None:
                 self._on_activity()
 
     # -- loglikelihood --------------------------------------------------------------------------
 
-    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]:
-        """Summed continuation logprobs and greedy flags; see the package docstring for failures."""
+    def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]:
+        """Summed continuation logprobs and greedy flags; see the package docstring for failures.
+
+        ``on_answered`` receives the answers as their responses arrive (``engines/base.py``)."""
         if self.loglikelihood_mode == "none":
             raise self._unsupported("loglikelihood is disabled for this engine (loglikelihood: none)")
         if self.loglikelihood_mode == "prompt_logprobs":
@@ -188,8 +203,19 @@ class OpenAICompatibleEngine:
             except OpenAIEngineError as error:
                 return request.failed(str(error))
 
+        asked: dict[tuple[str, str], list[Request]] = {}
+        for request in requests:
+            asked.setdefault(request.pair, []).append(request)
+        if on_answered is not None:
+            known = [request.pair for request in unique.values() if request.pair in self._ll_cache]
+            on_answered([request.adopt(self._ll_cache[pair]) for pair in known for request in asked[pair]])
+
+        def arrived(index: int, response: Response) -> None:
+            if on_answered is not None and response.error is None:
+                on_answered([request.adopt(response) for request in asked[todo[index].pair]])
+
         failures: dict[tuple[str, str], Response] = {}
-        for request, response in zip(todo, self._map(attempt, todo), strict=True):
+        for request, response in zip(todo, self._map(attempt, todo, arrived if on_answered else None), strict=True):
             if response.error is not None:
                 failures[request.pair] = response
             else:
@@ -276,21 +302,37 @@ class OpenAICompatibleEngine:
     def _completion(self, request: Request, prompt: str, params: GenerationParams) -> Response:
         return self._guarded(request, lambda: self._complete(request, prompt, params), prompt)
 
-    def generate(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
-        return self._map(lambda request: self._completion(request, request.prompt or "", params), requests)
+    def generate(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]:
+        return self._map(
+            lambda request: self._completion(request, request.prompt or "", params), requests, _each(on_answered)
+        )
 
-    def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
+    def chat(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]:
         """Chat completions; base models (chat_mode 'concat') get the contents joined by newlines instead."""
         if self.config.chat_mode == "concat":
-            return self._map(lambda request: self._completion(request, concatenated(request), params), requests)
+            return self._map(
+                lambda request: self._completion(request, concatenated(request), params), requests, _each(on_answered)
+            )
 
         def one(request: Request) -> Response:
             conversation = request.messages or []
             fallback = conversation_text(conversation)
             return self._guarded(request, lambda: self._chat_one(request, conversation, params), fallback)
 
-        return self._map(one, requests)
+        return self._map(one, requests, _each(on_answered))
 
     def shutdown(self) -> None:
         """Close the HTTP connections (a server started elsewhere keeps running)."""
         self._http.close()
+
+
+def _each(on_answered: AnswerSink | None) -> Callable[[int, Response], None] | None:
+    """An ``on_done`` for ``_map`` that hands each arrived answer on."""
+    if on_answered is None:
+        return None
+    sink = on_answered
+    return lambda _index, response: sink([response])
