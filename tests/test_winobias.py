@@ -88,7 +88,10 @@ def test_hand_worked_accuracies_and_gap() -> None:
         _j("type2_1", "pro", 1.0, 2), _j("type2_1", "anti", 0.0, 2),
     ]  # fmt: skip
     params = load_task("winobias", {"bootstrap_resamples": 200}).params
-    found = {(r.metric, r.subset): (round(r.value or -1.0, 9), r.n) for r in metrics.compute_metrics(judgments, params)}
+    found = {
+        (r.metric, r.subset): (round(-1.0 if r.value is None else r.value, 9), r.n)
+        for r in metrics.compute_metrics(judgments, params)
+    }
     assert found[("accuracy", None)] == (round(6 / 9, 9), 9)
     assert found[("accuracy", "type1_pro")] == (round(3 / 4, 9), 4)
     assert found[("accuracy_pro", None)] == (round(4 / 5, 9), 5)  # 4 of 5 pro right
