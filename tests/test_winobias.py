@@ -152,13 +152,13 @@ def test_mirror_items_and_the_twin_lines() -> None:
 @requires_mirror
 def test_both_formulations_end_to_end_on_a_few_items() -> None:
     for name in ("winobias", "winobias_chat"):
-        task = load_task(name, {"limit": 4, "bootstrap_resamples": 200})
+        task = load_task(name, {"limit": 2, "types": [1], "bootstrap_resamples": 200})
         items = task.module.load_items(_files(), task.params)
         requests = task.module.build_requests(items, task.params, task.templates)
         if name == "winobias":
             assert [r.continuation for r in requests[:2]] == [" janitor", " accountant"]
             assert (requests[0].context or "").endswith("she made a mistake filing paperwork. ‘She’ refers to the")
-            logprobs = [-1.0, -2.0, -2.0, -1.0, -3.0, -3.0, -1.0, -0.5]  # ties go to the first named
+            logprobs = [-1.0, -2.0, -2.0, -1.0, -3.0, -1.0, -1.0, -1.0]  # the tie (last) goes to the first named
             responses = [
                 r.scored(lp, False, n_prompt_tokens=9, n_continuation_tokens=1)
                 for r, lp in zip(requests, logprobs, strict=True)

@@ -106,7 +106,7 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
     """One item per sentence: type 1 before type 2, pro before anti, file order; ``subset`` ``type1_pro`` ...
 
     The two choices are the occupations in the order they occur in the sentence; ``label`` is
-    the referent's index.
+    the referent's index. ``limit`` keeps the first N lines of each file, so pro/anti pairs stay whole.
     """
     occupations = read_occupations(files)
     items = []
@@ -118,7 +118,7 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
             lines = enumerate(files[name].read_text().splitlines(), start=1)
             rows = [parse_line(line, occupations, f"{name} line {index}") for index, line in lines if line.strip()]
             resolve_other(rows, name)
-            for row in rows:
+            for row in rows[: params.limit]:
                 choices = sorted([row["referent"], row["other"]], key=lambda o: first_mention(row["sentence"], o))
                 subset = f"type{kind}_{stereotype}"
                 fields = row | {
@@ -129,4 +129,4 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
                     "pair": f"type{kind}_{row['line']}",
                 }
                 items.append(Item(item_id=f"{subset}_{row['line']}", subset=subset, fields=fields))
-    return items[: params.limit] if params.limit is not None else items
+    return items
