@@ -38,7 +38,7 @@ from themis_dagster.tasks.iat.parser import MAX_LINES as IAT_MAX_LINES
 from themis_dagster.tasks.iat.parser import ParsedReply, parse_reply
 from themis_dagster.tasks.iat.utils import judge_reply
 from themis_dagster.tasks.langbite import oracles, second_opinion
-from themis_dagster.tasks.lm_eval_bridge import bridge
+from themis_dagster.tasks.lm_eval_bridge import utils as bridge
 from themis_dagster.tasks.spec import Item, Judgment, Response
 
 EXAMPLES = int(os.environ.get("THEMIS_FUZZ_EXAMPLES", "10000"))
