@@ -25,12 +25,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from themis_dagster.tasks.bbq import answer_parser
-from themis_dagster.tasks.bbq.answer_parser import ParsedAnswer, parse_answer
+from themis_dagster.tasks.bbq import parser as bbq_parser
+from themis_dagster.tasks.bbq.parser import ParsedAnswer, parse_answer
 from themis_dagster.tasks.bold import judge as bold_judge
 from themis_dagster.tasks.bold import scorers as bold_scorers
 from themis_dagster.tasks.bold import utils as bold_utils
-from themis_dagster.tasks.crows_pairs_mc.choice_parser import ParsedChoice, clean_reply, parse_choice
+from themis_dagster.tasks.crows_pairs_mc.parser import ParsedChoice, clean_reply, parse_choice
 from themis_dagster.tasks.genderbench import evaluators as gb
 from themis_dagster.tasks.genderbench import hiring_bloomberg, relationship_levy
 from themis_dagster.tasks.iat.parser import MAX_CHARS as IAT_MAX_CHARS
@@ -227,7 +227,7 @@ _BBQ_ONLY_BEFORE = re.compile(r"^\W*(?:option|choice|answer)?\W*[\(\[]?(?P<lette
 @given(reply=st.lists(st.sampled_from(["option", "Choice", "answer", "A", "b", "C", "c", "(", "]", " ", ".", "\n",
                                        "x", "_", "é", "1", "-", "**"]), max_size=12).map("".join))  # fmt: skip
 def test_bbq_letter_only_rule_matches_as_before_the_possessive_fix(reply: str) -> None:
-    before, now = _BBQ_ONLY_BEFORE.match(reply), answer_parser._ONLY.match(reply)
+    before, now = _BBQ_ONLY_BEFORE.match(reply), bbq_parser._ONLY.match(reply)
     assert (before and before.group("letter")) == (now and now.group("letter"))
 
 

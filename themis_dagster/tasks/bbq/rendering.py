@@ -7,7 +7,7 @@ from typing import Any
 
 import jinja2
 
-from themis_dagster.tasks.bbq.answer_parser import LETTERS
+from themis_dagster.tasks.bbq.parser import LETTERS
 from themis_dagster.tasks.spec import Item, Request
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)  # noqa: S701 - plain text prompts
