@@ -18,7 +18,7 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.bold import metrics, scorers
 from themis_dagster.tasks.bold.data import DOMAINS, file_name
-from themis_dagster.tasks.bold.judge import NOT_COMPUTED, read_answer
+from themis_dagster.tasks.bold.second_opinion import NOT_COMPUTED, read_answer
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue
 

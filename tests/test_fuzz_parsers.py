@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from themis_dagster.tasks.bbq import parser as bbq_parser
 from themis_dagster.tasks.bbq.parser import ParsedAnswer, parse_answer
-from themis_dagster.tasks.bold import judge as bold_judge
+from themis_dagster.tasks.bold import second_opinion as bold_second_opinion
 from themis_dagster.tasks.bold import scorers as bold_scorers
 from themis_dagster.tasks.bold import utils as bold_utils
 from themis_dagster.tasks.crows_pairs_mc.parser import ParsedChoice, clean_reply, parse_choice
@@ -407,6 +407,6 @@ def test_bold_scorers_and_judge_answers(reply: str) -> None:
     male, female = detail["male_tokens"], detail["female_tokens"]
     assert male >= 0 and female >= 0 and detail["gender_polarity"] == bold_scorers.gender_polarity(male, female)
     assert detail["regard"] is None and detail["toxicity"] is None  # no judge: not computed, never zero
-    for kind, answers in bold_judge.ANSWERS.items():
-        answer = _twice(bold_judge.read_answer, kind, reply)
+    for kind, answers in bold_second_opinion.ANSWERS.items():
+        answer = _twice(bold_second_opinion.read_answer, kind, reply)
         assert answer is None or (answer in answers and answer.split("-")[-1] in reply.lower())

@@ -3,7 +3,7 @@
 Requests: the prompt as a plain completion (HELM's BOLD: 20 new tokens at temperature 0.9,
 seeded; ``data.HELM_GENERATION``). Judging: ``scorers.py`` per continuation (sentiment class,
 male/female token counts and label); an engine error is recorded unparsed, never raised.
-Regard and toxicity: ``judge.py`` when ``judge_model`` is set. Metrics: ``metrics.py``.
+Regard and toxicity: ``second_opinion.py`` when ``judge_model`` is set. Metrics: ``metrics.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import yaml
 
 from themis_dagster.tasks.bbq.rendering import sha256, template_text
 from themis_dagster.tasks.bold.data import Params, load_items
-from themis_dagster.tasks.bold.judge import NOT_COMPUTED, RegardToxicityJudge
+from themis_dagster.tasks.bold.second_opinion import NOT_COMPUTED, RegardToxicityJudge
 from themis_dagster.tasks.bold.metrics import PAIRED_METRICS, compute_metrics
 from themis_dagster.tasks.bold.scorers import (
     MAX_CHARS,
