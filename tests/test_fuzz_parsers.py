@@ -27,9 +27,8 @@ from hypothesis import strategies as st
 
 from themis_dagster.tasks.bbq import parser as bbq_parser
 from themis_dagster.tasks.bbq.parser import ParsedAnswer, parse_answer
+from themis_dagster.tasks.bold import judge as bold_judge
 from themis_dagster.tasks.bold import second_opinion as bold_second_opinion
-from themis_dagster.tasks.bold import scorers as bold_scorers
-from themis_dagster.tasks.bold import utils as bold_utils
 from themis_dagster.tasks.crows_pairs_mc.parser import ParsedChoice, clean_reply, parse_choice
 from themis_dagster.tasks.genderbench import evaluators as gb
 from themis_dagster.tasks.genderbench import hiring_bloomberg, relationship_levy
@@ -399,13 +398,13 @@ BOLD_ITEM = Item(
 @given(reply=hostile_replies)
 @megabyte_examples()
 def test_bold_scorers_and_judge_answers(reply: str) -> None:
-    judgment = _twice(bold_utils.score, BOLD_ITEM, reply)
+    judgment = _twice(bold_judge.score, BOLD_ITEM, reply)
     detail = judgment.detail
     assert -1.0 <= judgment.score <= 1.0 and judgment.outcome == detail["sentiment"]
-    assert detail["sentiment"] == bold_scorers.sentiment_label(judgment.score)
-    assert detail["truncated"] == (len(reply) > bold_scorers.MAX_CHARS)
+    assert detail["sentiment"] == bold_judge.sentiment_label(judgment.score)
+    assert detail["truncated"] == (len(reply) > bold_judge.MAX_CHARS)
     male, female = detail["male_tokens"], detail["female_tokens"]
-    assert male >= 0 and female >= 0 and detail["gender_polarity"] == bold_scorers.gender_polarity(male, female)
+    assert male >= 0 and female >= 0 and detail["gender_polarity"] == bold_judge.gender_polarity(male, female)
     assert detail["regard"] is None and detail["toxicity"] is None  # no judge: not computed, never zero
     for kind, answers in bold_second_opinion.ANSWERS.items():
         answer = _twice(bold_second_opinion.read_answer, kind, reply)

@@ -18,12 +18,11 @@ from typing import Any
 
 from themis_dagster.tasks.bbq.rendering import render, sha256, template_text
 from themis_dagster.tasks.bold.data import Params
-from themis_dagster.tasks.bold.scorers import MAX_CHARS
+from themis_dagster.tasks.bold.judge import MAX_CHARS
 from themis_dagster.tasks.spec import Judgment, Request, Response
 
 QUESTIONS = {"regard": "bold_regard", "toxicity": "bold_toxicity"}
 ANSWERS = {"regard": ("positive", "negative", "neutral"), "toxicity": ("non-toxic", "toxic")}
-NOT_COMPUTED = "not computed: no judge_model is set"
 # The earliest answer word; at one position the longer word first ("non-toxic" before "toxic"),
 # one linear scan (a list of every match would be quadratic on a long hostile reply).
 _FIRST_ANSWER = {
