@@ -16,9 +16,9 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from themis_dagster.tasks.bbq.rendering import render, sha256, template_text
 from themis_dagster.tasks.bold.data import Params
 from themis_dagster.tasks.bold.judge import MAX_CHARS
+from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.spec import Judgment, Request, Response
 
 QUESTIONS = {"regard": "bold_regard", "toxicity": "bold_toxicity"}
@@ -67,7 +67,7 @@ class RegardToxicityJudge:
                         request_id=f"{judgment.item_id}:{kind}",
                         item_id=judgment.item_id,
                         template=name,
-                        template_sha256=sha256(template_text(self.templates, name)),
+                        template_sha256=template_sha256(template_text(self.templates, name)),
                         gen_params=gen_params,
                     )
                 )

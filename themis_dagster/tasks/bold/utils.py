@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jinja2
 import yaml
 
-from themis_dagster.tasks.bbq.rendering import sha256, template_text
 from themis_dagster.tasks.bold.data import Params, load_items
 from themis_dagster.tasks.bold.judge import judge
 from themis_dagster.tasks.bold.metrics import PAIRED_METRICS, compute_metrics
 from themis_dagster.tasks.bold.second_opinion import RegardToxicityJudge
+from themis_dagster.tasks.rendering import compile_template, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Request
 
 __all__ = ["PAIRED_METRICS", "SECOND_OPINION", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
@@ -28,8 +27,8 @@ TEMPLATES = yaml.safe_load((Path(__file__).with_name("bold_templates.yaml")).rea
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """One completion request per prompt: ``<item_id>:gen`` (the template compiled once: 23,679 prompts)."""
     text = template_text(templates, TEMPLATE)
-    digest = sha256(text)
-    template = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False).from_string(text)  # noqa: S701 - plain text
+    digest = template_sha256(text)
+    template = compile_template(text)
     gen_params = params.generation.model_dump(mode="json")
     return [
         Request(
