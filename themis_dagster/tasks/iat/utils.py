@@ -19,8 +19,8 @@ from pydantic import Field, field_validator
 
 from themis_dagster.comparisons.measures import Binary, Continuous
 from themis_dagster.exchange import GenerationParams
-from themis_dagster.tasks.iat.aggregate import iat_metrics
 from themis_dagster.tasks.iat.dscore import association_counts, d_score
+from themis_dagster.tasks.iat.metrics import iat_metrics
 from themis_dagster.tasks.iat.parser import ParsedReply, parse_reply
 from themis_dagster.tasks.iat.reference import ReferenceLexicon, default_lexicon, reference_score
 from themis_dagster.tasks.iat.stimuli import (
@@ -270,7 +270,7 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
-    """Mean D (bootstrap CI), permutation p-value, parse rate and outcome shares; see ``aggregate``."""
+    """Mean D (bootstrap CI), permutation p-value, parse rate and outcome shares; see ``metrics.py``."""
     return iat_metrics(judgments, params)
 
 
