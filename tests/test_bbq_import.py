@@ -16,7 +16,7 @@ import pytest
 from themis_dagster.cli import main
 from themis_dagster.importers import ImportValidationError
 from themis_dagster.importers.bbq import import_predictions
-from themis_dagster.tasks.bbq import generate
+from themis_dagster.tasks.bbq import generate_utils
 from themis_dagster.tasks.bbq.r_matching import first_two_words, match_prediction, normalise_prediction
 from themis_dagster.tasks.loader import load_task
 
@@ -70,7 +70,7 @@ def _imported(column: str = ARC):
 def _score(column: str = ARC) -> dict[tuple[str | None, str], float | None]:
     task, imported = _imported(column)
     responses = [
-        type(r)(r.request_id, r.item_id, text=r.text, error=r.error, finish_reason=generate.R_IMPORT)
+        type(r)(r.request_id, r.item_id, text=r.text, error=r.error, finish_reason=generate_utils.R_IMPORT)
         for r in imported.responses
     ]
     judgments = task.module.judge(imported.items, imported.requests, responses, task.params)
@@ -133,7 +133,7 @@ def test_names_rows_are_their_own_category(tmp_path: Path) -> None:
     task = load_task("bbq_generate")
     imported = import_predictions([path], "mine", lambda items: task.module.build_requests(items, task.params,
                                                                                          task.templates))  # fmt: skip
-    responses = [type(r)(r.request_id, r.item_id, text=r.text, finish_reason=generate.R_IMPORT)
+    responses = [type(r)(r.request_id, r.item_id, text=r.text, finish_reason=generate_utils.R_IMPORT)
                  for r in imported.responses]  # fmt: skip
     judgments = task.module.judge(imported.items, imported.requests, responses, task.params)
     subsets = {m.subset for m in task.module.compute_metrics(judgments, task.params)}

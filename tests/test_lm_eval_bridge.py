@@ -20,8 +20,9 @@ from tests.conftest import MIRROR, make_resources, requires_mirror, write_overri
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
-from themis_dagster.tasks.lm_eval_bridge import bridge, conversions
-from themis_dagster.tasks.lm_eval_bridge.bridge import Params
+from themis_dagster.tasks.lm_eval_bridge import conversions
+from themis_dagster.tasks.lm_eval_bridge import utils as bridge
+from themis_dagster.tasks.lm_eval_bridge.utils import Params
 from themis_dagster.tasks.loader import LoadedTask, load_task
 from themis_dagster.tasks.spec import Item, Request, Response
 

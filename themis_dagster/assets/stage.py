@@ -179,12 +179,12 @@ class ByItem:
 
 
 def item_local(task: LoadedTask) -> bool:
-    """Whether the task builds requests and judges each item on its own (``ITEM_LOCAL = True`` in its module).
+    """Whether the task builds requests and judges each item on its own (its ``ITEM_LOCAL`` hook).
 
     Then the stages call ``build_requests`` and ``judge`` a chunk of items at a time; other
     tasks get the whole partition at once, as they always did.
     """
-    return bool(getattr(task.module, "ITEM_LOCAL", False))
+    return task.hooks.ITEM_LOCAL
 
 
 def task_metadata(task: LoadedTask) -> dict[str, Any]:

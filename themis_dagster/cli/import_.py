@@ -37,7 +37,7 @@ def _imported(args: argparse.Namespace, settings: Settings) -> tuple[str, object
     from themis_dagster.importers.iat import import_replies
     from themis_dagster.importers.replies import import_task_replies
     from themis_dagster.resources import ThemisConfig
-    from themis_dagster.tasks.bbq.generate import R_IMPORT
+    from themis_dagster.tasks.bbq.generate_utils import R_IMPORT
 
     paths = [Path(p) for p in args.files]
     if args.task != "bbq" and args.column is not None:

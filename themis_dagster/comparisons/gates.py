@@ -85,7 +85,7 @@ def parse_gates(data: object, origin: str = "<gates>") -> list[Gate]:
                 f"{origin}: gates.{index}.metric: task {entry.task} has no metric {entry.metric!r}; "
                 f"declared: {', '.join(sorted(metrics))}"
             )
-        if not metric.headline or paired_metrics(load_task(entry.task).module).get(entry.metric) is None:
+        if not metric.headline or paired_metrics(load_task(entry.task).hooks).get(entry.metric) is None:
             raise ConfigError(
                 f"{origin}: gates.{index}.metric: {entry.task}.{entry.metric} is not compared "
                 "(not a headline metric with a paired measure declared by its task)"

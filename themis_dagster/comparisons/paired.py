@@ -139,7 +139,7 @@ def compare_task(
         )
     mine = [j for j in mine if j.item_id in common]
     theirs = [j for j in theirs if j.item_id in common]
-    measures = paired_metrics(task.module)
+    measures = paired_metrics(task.hooks)
     subsets: list[str | None] = [None, *sorted({j.subset for j in mine if j.subset is not None})]
     rows = []
     for metric in task.spec.metrics:

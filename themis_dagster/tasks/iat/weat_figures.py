@@ -14,7 +14,7 @@ from themis_dagster.engines.embeddings import TransformersEmbedder
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_registry
 from themis_dagster.registry.weights import resolve_weights
 from themis_dagster.settings import Settings
-from themis_dagster.tasks.iat import weat_task
+from themis_dagster.tasks.iat import weat_utils
 from themis_dagster.tasks.loader import load_task
 
 
@@ -32,7 +32,7 @@ def main(model_id: str) -> None:
     responses = TransformersEmbedder(weights.path).embed(requests)
     judged = task.module.judge(items, requests, responses, task.params)
     params = task.params
-    assert isinstance(params, weat_task.Params)
+    assert isinstance(params, weat_utils.Params)
     kinds = params.representations
     print("| set | split words | " + " | ".join(f"{k} d [95% CI] | {k} p (partitions)" for k in kinds) + " |")
     print("|---|---|" + "---|---|" * len(kinds))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.rendering import render, sha256, template_text
 from themis_dagster.tasks.choices import choice_requests, choice_scores, first_argmax
+from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 from themis_dagster.tasks.winobias import data
 from themis_dagster.tasks.winobias.data import load_items
@@ -28,7 +28,7 @@ class Params(data.Params):
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """Two loglikelihood requests per sentence, ``<id>:first`` and ``<id>:second``, after a shared context."""
-    digest = sha256(template_text(templates, params.template))
+    digest = template_sha256(template_text(templates, params.template))
     requests = []
     for item in items:
         context = render(templates, params.template, sentence=item.fields["sentence"], pronoun=item.fields["pronoun"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.rendering import render, sha256, template_text
+from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.scoring import rate_metric
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
 from themis_dagster.tasks.winobias import data, metrics
@@ -28,7 +28,7 @@ class Params(data.Params):
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """One chat request per sentence: ``<item_id>:chat``."""
-    digest = sha256(template_text(templates, params.template))
+    digest = template_sha256(template_text(templates, params.template))
     gen_params = params.generation.model_dump(mode="json")
     return [
         Request.user_message(
