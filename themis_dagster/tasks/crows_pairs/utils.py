@@ -21,8 +21,8 @@ from typing import Literal
 
 import polars as pl
 
-from themis_dagster.comparisons.measures import Binary, Continuous
 from themis_dagster.stages.fingerprints import json_strings
+from themis_dagster.tasks.measures import Binary, Continuous
 from themis_dagster.tasks.scoring import metric_by_subset, metric_by_subset_frame
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from themis_dagster.comparisons.measures import PairedMeasure, Ratio
 from themis_dagster.tasks.genderbench.core import (
     Calculator,
     Evaluate,
@@ -31,6 +30,7 @@ from themis_dagster.tasks.genderbench.core import (
     probe_items,
 )
 from themis_dagster.tasks.genderbench.marks import MarkDefinition
+from themis_dagster.tasks.measures import PairedMeasure, Ratio
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
 
 LoadItems = Callable[[dict[str, Path], Any], list[Item]]

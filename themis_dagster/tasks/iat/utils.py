@@ -18,7 +18,6 @@ import jinja2
 import numpy as np
 from pydantic import Field, field_validator
 
-from themis_dagster.comparisons.measures import Binary, Continuous
 from themis_dagster.exchange import GenerationParams
 from themis_dagster.tasks.iat.aggregate import iat_metrics
 from themis_dagster.tasks.iat.dscore import association_counts, d_score
@@ -32,6 +31,7 @@ from themis_dagster.tasks.iat.stimuli import (
     Variation,
     load_stimulus_sets,
 )
+from themis_dagster.tasks.measures import Binary, Continuous
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 Category = Literal["race", "gender", "religion", "health", "age"]

@@ -35,7 +35,6 @@ import jinja2
 import yaml
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from themis_dagster.comparisons.measures import Ratio, mean_of, single
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.langbite import augmentation, oracles, second_opinion
@@ -50,6 +49,7 @@ from themis_dagster.tasks.langbite.library import (
 )
 from themis_dagster.tasks.langbite.scenario import TestScenario, load_scenario
 from themis_dagster.tasks.langbite.verdicts import evaluation_of, metric_rows, requirement_key
+from themis_dagster.tasks.measures import Ratio, mean_of, single
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 
