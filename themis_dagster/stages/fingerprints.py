@@ -19,11 +19,9 @@ import json
 import polars as pl
 
 from themis_dagster.exchange import GenerationParams
+from themis_dagster.warehouse.frames import json_strings
 
 ROWS = 65536  # prompt rows fingerprinted at once
-
-# A string json.dumps writes unchanged between quotes: printable ASCII less '"' and '\'.
-_NEEDS_ESCAPING = r"[^\x20\x21\x23-\x5b\x5d-\x7e]"
 
 # request_fingerprint's payload keys, in json.dumps(sort_keys=True) order, with how each is written
 _PAYLOAD = (
@@ -35,18 +33,6 @@ _PAYLOAD = (
     ("prompt", "string"),
     ("request_type", "string"),
 )
-
-
-def json_strings(column: pl.Series) -> pl.Series:
-    """Each value as ``json.dumps`` writes it (``null`` for None)."""
-    quoted = pl.concat_str([pl.lit('"'), pl.col("s"), pl.lit('"')])
-    frame = pl.DataFrame({"s": column}).with_row_index("_row")
-    written = frame.select(quoted.fill_null("null").alias("s")).to_series()
-    escaped = frame.filter(pl.col("s").str.contains(_NEEDS_ESCAPING))
-    if escaped.height:
-        values = [json.dumps(value) for value in escaped.get_column("s").to_list()]
-        written = written.scatter(escaped.get_column("_row"), pl.Series(values, dtype=pl.String))
-    return written
 
 
 def _canonical_json(text: str) -> str:
