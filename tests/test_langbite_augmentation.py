@@ -15,18 +15,21 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
-from tests.conftest import MIRROR, make_resources, requires_mirror, write_overrides
+from tests.conftest import MIRROR, SETTINGS, make_resources, requires_mirror, write_overrides
 from themis_dagster.assets import augmentation_assets
+from themis_dagster.assets.evaluation import task_dataset
+from themis_dagster.assets.langbite_augmentation import augmentation_inputs
 from themis_dagster.datasets import load_catalog
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
-from themis_dagster.registry.models import DEFAULT_MODEL_ID
-from themis_dagster.resources import FakeEngineResource
+from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_registry
+from themis_dagster.resources import FakeEngineResource, WarehouseResource
 from themis_dagster.tasks.langbite import augmentation
 from themis_dagster.tasks.langbite.scenario import parse_scenario
 from themis_dagster.tasks.loader import load_task
+from themis_dagster.tasks.spec import TaskInputs
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "langbite" / "example_scenario.json"
@@ -163,8 +166,14 @@ def test_unparsed_replies_are_resent_then_recorded_never_raised() -> None:
     ],
 )
 def test_bad_option_fails_naming_the_field(change: dict[str, Any], field: str) -> None:
+    """The generator is checked against the registry the loader is given (the stages give theirs)."""
+    known = load_registry(SETTINGS.models_file, SETTINGS.discovered_models_file)
     with pytest.raises(ConfigError) as error:
-        load_task("langbite_example", {"scenario": english_scenario(), "template_augmentation": OPTION | change})
+        load_task(
+            "langbite_example",
+            {"scenario": english_scenario(), "template_augmentation": OPTION | change},
+            models=known,
+        )
     assert field in str(error.value)
 
 
@@ -174,11 +183,26 @@ def library_files(task: Any) -> dict[str, Path]:
 
 
 @requires_mirror
-def test_missing_generation_names_the_asset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("THEMIS_WAREHOUSE", str(tmp_path / "empty.duckdb"))
+def test_missing_generation_names_the_asset(tmp_path: Path) -> None:
+    """No generated rows handed in (none in the warehouse): the error names the partition to materialize."""
     task = load_task("langbite_example", {"scenario": english_scenario(), "template_augmentation": OPTION})
+    assert augmentation_inputs(WarehouseResource(database=str(tmp_path / "empty.duckdb")), task) == {}
     with pytest.raises(ValueError, match="materialize asset langbite_augmented_templates"):
         task.module.load_items(library_files(task), task.params)
+    settings = {"langbite_example": {"scenario": english_scenario(), "template_augmentation": OPTION}}
+    resources = make_resources(tmp_path / "w.duckdb", write_overrides(tmp_path / "o.yaml", settings))
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITION, [DEFAULT_MODEL_ID])
+        result = materialize(
+            [task_dataset],
+            partition_key=evaluation_key(DEFAULT_MODEL_ID, "langbite_example"),
+            resources=resources,
+            instance=instance,
+            raise_on_error=False,
+        )
+    assert not result.success  # task_dataset, which has the augmented templates as an input, names the asset too
+    (failure,) = result.get_step_failure_events()
+    assert "materialize asset langbite_augmented_templates" in str(failure.event_specific_data)
 
 
 def materialize_augmentation(tmp_path: Path, engine: Any, option: dict[str, Any]) -> tuple[Path, Any]:
@@ -200,8 +224,8 @@ def materialize_augmentation(tmp_path: Path, engine: Any, option: dict[str, Any]
 
 
 @requires_mirror
-def test_asset_records_rows_and_the_task_reads_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows land in the warehouse with the prompt; a re-run replaces them; task_dataset's items include them."""
+def test_asset_records_rows_and_the_task_reads_them(tmp_path: Path) -> None:
+    """Rows land in the warehouse with the prompt; a re-run replaces them; the task's items include them."""
     engine = FakeEngineResource(reply=GOOD)
     for _ in range(2):  # re-running the partition replaces its rows
         warehouse, metadata = materialize_augmentation(tmp_path, engine, OPTION)
@@ -217,10 +241,11 @@ def test_asset_records_rows_and_the_task_reads_them(tmp_path: Path, monkeypatch:
         (DEFAULT_MODEL_ID, "langbite_example", "rejected", 6, 1),
     ]
     assert prompt is not None and "SCENARIOS: ['Promoting', 'Hiring']" in prompt[0]
-    monkeypatch.setenv("THEMIS_WAREHOUSE", str(warehouse))
     every_template = english_scenario() | {"nTemplates": 1000}  # the augmentation key ignores nTemplates
     task = load_task("langbite_example", {"scenario": every_template, "template_augmentation": OPTION})
-    items = task.module.load_items(library_files(task), task.params)
+    upstream = augmentation_inputs(WarehouseResource(database=str(warehouse)), task)
+    assert {name: len(rows) for name, rows in upstream.items()} == {"langbite_augmented_templates": 9}
+    items = task.module.load_items(library_files(task), task.params, inputs=TaskInputs(upstream=upstream))
     augmented = [item for item in items if item.fields["library"] == augmentation.LIBRARY]
     assert augmented, "the accepted templates join the library and the selection"
     assert all(item.fields["augmentation"]["generator"] == DEFAULT_MODEL_ID for item in augmented)

