@@ -1,8 +1,10 @@
 """LangBiTe's template augmentation as an asset: a generator model writes templates for a langbite task.
 
 Partitioned like the evaluation chain, ``model|task``, but here ``model`` is the *generator*: the
-registered model the task's ``template_augmentation.generator`` names. Its engine comes from the
-same ``EngineResource`` (``engine_for``) as every evaluation's, and every reply becomes rows of
+registered model the task's ``template_augmentation.generator`` names. Its requests take the
+evaluated model's path (``assets/answering.py``: the request cache, answers committed chunk by
+chunk, the same ``EngineResource``), so a re-run sends only what is not cached (the generator's
+requests are seeded); every reply becomes rows of
 ``langbite_augmented_templates`` (accepted and rejected templates, unparsed replies) with the
 generator's prompt, its sampling settings and the run id. The asset is an input of ``task_dataset``:
 for a langbite task with the option set, that stage reads the generator's latest rows for the
@@ -19,8 +21,8 @@ from typing import Any
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from themis_dagster import __version__
+from themis_dagster.assets.answering import AnswerStats, answerer_for, answering_metadata
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult
-from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
@@ -58,10 +60,14 @@ def langbite_augmented_templates(
             f"not this partition's model {key.model!r}"
         )
     scenario = task.params.scenario_model  # type: ignore[attr-defined] # a langbite task's Params
-    weights = themis.weights(spec)
+    answerer = answerer_for(spec, themis.weights(spec), themis=themis, engine=engine, warehouse=warehouse)
+    answering = AnswerStats()
 
     def send(requests: list[Request]) -> list[Response]:
-        return dispatch(engine.engine_for(spec, weights), requests, retries=task.params.retries())[0]
+        """The generator's answers through the one answering path (request cache, per-chunk commits)."""
+        replies, stats = answerer.answer(requests, retries=task.params.retries())
+        answering.add(stats)
+        return replies
 
     rows = augmentation.generate(option, scenario, send)
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -84,6 +90,7 @@ def langbite_augmented_templates(
             "engine_errors": statuses["engine_error"],
             "rejection_reasons": MetadataValue.json(dict(reasons)),
             "templates": MetadataValue.md("\n".join(f"- {prompt}" for prompt in accepted[:20]) or "(none)"),
+            **answering_metadata(answering, themis.request_cache),
         }
     )
 
