@@ -189,8 +189,10 @@ def test_missing_generation_names_the_asset(tmp_path: Path) -> None:
     assert augmentation_inputs(WarehouseResource(database=str(tmp_path / "empty.duckdb")), task) == {}
     with pytest.raises(ValueError, match="materialize asset langbite_augmented_templates"):
         task.module.load_items(library_files(task), task.params)
-    settings = {"langbite_example": {"scenario": english_scenario(), "template_augmentation": OPTION}}
-    resources = make_resources(tmp_path / "w.duckdb", write_overrides(tmp_path / "o.yaml", settings))
+    settings: dict[str, object] = {"scenario": english_scenario(), "template_augmentation": OPTION}
+    resources = make_resources(
+        tmp_path / "w.duckdb", write_overrides(tmp_path / "o.yaml", {"langbite_example": settings})
+    )
     with DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(MODELS_PARTITION, [DEFAULT_MODEL_ID])
         result = materialize(
@@ -245,7 +247,8 @@ def test_asset_records_rows_and_the_task_reads_them(tmp_path: Path) -> None:
     task = load_task("langbite_example", {"scenario": every_template, "template_augmentation": OPTION})
     upstream = augmentation_inputs(WarehouseResource(database=str(warehouse)), task)
     assert {name: len(rows) for name, rows in upstream.items()} == {"langbite_augmented_templates": 9}
-    items = task.module.load_items(library_files(task), task.params, inputs=TaskInputs(upstream=upstream))
+    reading = task.with_inputs(TaskInputs(upstream=upstream))  # as task_dataset hands them
+    items = reading.module.load_items(library_files(task), task.params)
     augmented = [item for item in items if item.fields["library"] == augmentation.LIBRARY]
     assert augmented, "the accepted templates join the library and the selection"
     assert all(item.fields["augmentation"]["generator"] == DEFAULT_MODEL_ID for item in augmented)
@@ -259,7 +262,7 @@ def test_generator_and_judge_answers_come_from_the_request_cache_on_a_second_run
     """One answering path for every model: the generator's and the second-opinion judge's requests are
     cached by request fingerprint like the evaluated model's, so a second run sends none of them again
     (no generator engine is even loaded), and each materialization counts what it reused and sent."""
-    overrides = {
+    overrides: dict[str, object] = {
         "scenario": english_scenario() | {"nTemplates": 1000},  # every template, the augmented ones too
         "template_augmentation": OPTION,
         "n_templates_scope": "requirement",
