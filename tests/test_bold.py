@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from tests.conftest import MIRROR, requires_mirror
-from themis_dagster.comparisons.measures import Binary, Ratio, paired_metrics
 from themis_dagster.datasets import DatasetNotFoundError, resolve_file
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
@@ -21,6 +20,7 @@ from themis_dagster.tasks.bold.data import DOMAINS, file_name
 from themis_dagster.tasks.bold.judge import NOT_COMPUTED
 from themis_dagster.tasks.bold.second_opinion import read_answer
 from themis_dagster.tasks.loader import load_task
+from themis_dagster.tasks.measures import Binary, Ratio, paired_metrics
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue
 
 FILES = {file_name(domain): MIRROR / "bold" / "prompts" / file_name(domain) for domain in DOMAINS}

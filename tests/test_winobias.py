@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import MIRROR, requires_mirror
-from themis_dagster.comparisons.measures import Ratio
 from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.loader import load_task
+from themis_dagster.tasks.measures import Ratio
 from themis_dagster.tasks.spec import Judgment
 from themis_dagster.tasks.winobias import data, metrics, parser
 

@@ -55,7 +55,7 @@ def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> No
     get_model(models, model_id)
     overrides = load_overrides(settings.task_overrides_file)
     for task in tasks:
-        if judge_model := load_task(task, overrides.get(task)).judge_model:
+        if judge_model := load_task(task, overrides.get(task), models=models).judge_model:
             get_model(models, judge_model)
 
 

@@ -31,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _imported(args: argparse.Namespace, settings: Settings) -> tuple[str, object, str, str]:
     """(stored task, replies, dataset sha256, finish_reason) for ``themis import``; raises ImportValidationError."""
+    from dataclasses import replace
+
+    from themis_dagster.assets.langbite_augmentation import augmentation_inputs
     from themis_dagster.datasets import resolve_file
     from themis_dagster.importers import ImportValidationError
     from themis_dagster.importers.bbq import import_predictions
@@ -68,6 +71,8 @@ def _imported(args: argparse.Namespace, settings: Settings) -> tuple[str, object
         digest = hashlib.sha256(b"".join(p.read_bytes() for p in paths)).hexdigest()
         return "bbq_generate", imported, digest, R_IMPORT
     task = themis.task(args.task)
+    if upstream := augmentation_inputs(warehouse_resource(settings), task):  # as task_dataset hands them (LangBiTe's)
+        task = task.with_inputs(replace(task.inputs, upstream=upstream))
     resolved = themis.dataset_files(task)
     imported = import_task_replies(task, {name: f.path for name, f in resolved.items()}, paths)
     return args.task, imported, "+".join(f.sha256 for f in resolved.values()), "imported"

@@ -21,10 +21,10 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from themis_dagster.comparisons.measures import paired_metrics
 from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.loader import load_task, task_names
+from themis_dagster.tasks.measures import paired_metrics
 
 DEFAULT_GATES_FILE = PROJECT_ROOT / "data" / "gates.yaml"
 

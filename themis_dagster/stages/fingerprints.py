@@ -26,26 +26,12 @@ from themis_dagster.engines.fingerprint import (
     canonical_json,
     digest,
 )
+from themis_dagster.warehouse.frames import json_strings
 
 ROWS = 65536  # prompt rows fingerprinted at once
 
-# A string json.dumps writes unchanged between quotes: printable ASCII less '"' and '\'.
-_NEEDS_ESCAPING = r"[^\x20\x21\x23-\x5b\x5d-\x7e]"
-
 # request_fingerprint's payload keys, in canonical_json's (sorted) order, with how each is written
 _PAYLOAD = tuple(sorted({MODEL_KEY: "text", **REQUEST_FIELDS}.items()))
-
-
-def json_strings(column: pl.Series) -> pl.Series:
-    """Each value as ``json.dumps`` writes it (``null`` for None)."""
-    quoted = pl.concat_str([pl.lit('"'), pl.col("s"), pl.lit('"')])
-    frame = pl.DataFrame({"s": column}).with_row_index("_row")
-    written = frame.select(quoted.fill_null("null").alias("s")).to_series()
-    escaped = frame.filter(pl.col("s").str.contains(_NEEDS_ESCAPING))
-    if escaped.height:
-        values = [json.dumps(value) for value in escaped.get_column("s").to_list()]
-        written = written.scatter(escaped.get_column("_row"), pl.Series(values, dtype=pl.String))
-    return written
 
 
 def _json_values(column: pl.Series) -> pl.Series:

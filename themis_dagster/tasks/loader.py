@@ -5,9 +5,10 @@ from __future__ import annotations
 import difflib
 import hashlib
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cache
+import inspect
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, fields, replace
+from functools import cache, partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,6 +25,7 @@ from themis_dagster.tasks.spec import (
     Resend,
     SecondOpinion,
     TaskHooks,
+    TaskInputs,
     TaskParams,
     TaskSpec,
 )
@@ -31,15 +33,43 @@ from themis_dagster.tasks.spec import (
 TASKS_DIR = Path(__file__).resolve().parent
 
 
+def takes_inputs(function: object) -> bool:
+    """Whether a task function declares the keyword ``inputs`` (a ``TaskInputs``)."""
+    if not (inspect.isfunction(function) or inspect.ismethod(function)):
+        return False
+    return "inputs" in inspect.signature(function).parameters
+
+
+def bind_inputs(hooks: TaskHooks, inputs: TaskInputs) -> TaskHooks:
+    """``hooks`` with ``inputs`` bound into each hook function that declares the keyword."""
+    bound: dict[str, Any] = {
+        hook.name: partial(value, inputs=inputs)
+        for hook in fields(hooks)
+        if takes_inputs(value := getattr(hooks, hook.name))
+    }
+    return replace(hooks, **bound)
+
+
 @dataclass(frozen=True)
 class LoadedTask:
-    """A task ready to run: its declaration, hooks, validated parameters and templates."""
+    """A task ready to run: its declaration, hooks, validated parameters and templates.
+
+    ``hooks`` hand ``inputs`` to each function that declares the keyword (``with_inputs``).
+    """
 
     spec: TaskSpec
     hooks: TaskHooks
     params: TaskParams
     templates: dict[str, str]
     source_file: Path
+    inputs: TaskInputs = field(default_factory=TaskInputs)
+    declared: TaskHooks | None = None
+    """The hooks as the module declares them, before ``with_inputs`` bound any (None: ``hooks`` are those)."""
+
+    def with_inputs(self, inputs: TaskInputs) -> LoadedTask:
+        """This task with ``inputs`` supplied to every function of it that declares them."""
+        declared = self.declared or self.hooks
+        return replace(self, hooks=bind_inputs(declared, inputs), inputs=inputs, declared=declared)
 
     @property
     def name(self) -> str:
@@ -197,8 +227,29 @@ def resolve_hooks(module: ModuleType, task: str) -> TaskHooks:
     return TaskHooks(**found)
 
 
-def load_task(name: str, overrides: dict[str, Any] | None = None, root: Path = TASKS_DIR) -> LoadedTask:
-    """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way."""
+def check_registered_models(name: str, params: TaskParams, models: Collection[str]) -> None:
+    """Fail naming the parameter when the task's parameters name a model the registry lacks."""
+    errors = [
+        f"task {name} params: {where}: model {model_id!r} is not registered; known: {sorted(models)}"
+        for where, model_id in params.registered_models().items()
+        if model_id not in models
+    ]
+    if errors:
+        raise ConfigError("\n".join(errors))
+
+
+def load_task(
+    name: str,
+    overrides: dict[str, Any] | None = None,
+    root: Path = TASKS_DIR,
+    *,
+    models: Collection[str] | None = None,
+) -> LoadedTask:
+    """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way.
+
+    ``models``: the registered model ids; given, a model the parameters name (``registered_models``)
+    must be one of them.
+    """
     files = task_files(root)
     if name not in files:
         raise ConfigError(f"unknown task {name!r}; known tasks: {', '.join(sorted(files))}")
@@ -210,6 +261,8 @@ def load_task(name: str, overrides: dict[str, Any] | None = None, root: Path = T
         params = hooks.Params.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, f"task {name} params")) from None
+    if models is not None:
+        check_registered_models(name, params, models)
     templates = _load_templates(spec, path)
     return LoadedTask(spec, hooks, params, templates, path)
 

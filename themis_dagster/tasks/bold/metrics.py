@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from themis_dagster.comparisons.measures import Binary, Ratio
+from themis_dagster.tasks.measures import Binary, Ratio
 from themis_dagster.tasks.scoring import metric_by_subset
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 

@@ -17,7 +17,6 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from themis_dagster.comparisons.measures import Binary, Continuous
 from themis_dagster.exchange import GenerationParams
 from themis_dagster.tasks.iat.dscore import association_counts, d_score
 from themis_dagster.tasks.iat.metrics import iat_metrics
@@ -31,8 +30,9 @@ from themis_dagster.tasks.iat.stimuli import (
     Variation,
     load_stimulus_sets,
 )
+from themis_dagster.tasks.measures import Binary, Continuous
 from themis_dagster.tasks.rendering import compile_template, template_sha256
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams
 
 Category = Literal["race", "gender", "religion", "health", "age"]
 DatasetName = Literal[
@@ -254,10 +254,20 @@ def judge_reference(item: Item, text: str | None, error: str | None, lexicon: Re
     return Judgment(item.item_id, item.subset, outcome, scored.d_score, outcome == "ok", detail)
 
 
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """One judgment per item (its single reply); a missing reply is ``missing_response``."""
+def judge(
+    items: list[Item],
+    requests: list[Request],
+    responses: list[Response],
+    params: Params,
+    *,
+    inputs: TaskInputs | None = None,
+) -> list[Judgment]:
+    """One judgment per item (its single reply); a missing reply is ``missing_response``.
+
+    ``scoring: reference`` reads the synonym file's lexicon, found through ``inputs``' directories.
+    """
     by_item = {response.item_id: response for response in responses}
-    lexicon = default_lexicon() if params.scoring == "reference" else None
+    lexicon = default_lexicon(inputs) if params.scoring == "reference" else None
     judgments = []
     for item in items:
         response = by_item.get(item.item_id)

@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from themis_dagster.comparisons.measures import Ratio, single
 from themis_dagster.stats import bootstrap_estimate
+from themis_dagster.tasks.measures import Ratio, single
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
 METRICS = ("ss", "lms", "icat")

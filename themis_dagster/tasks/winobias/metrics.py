@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from themis_dagster.comparisons.measures import Binary, Ratio, mean_of
 from themis_dagster.stats import bootstrap_estimate
+from themis_dagster.tasks.measures import Binary, Ratio, mean_of
 from themis_dagster.tasks.scoring import metric_by_subset
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
