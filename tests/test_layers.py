@@ -16,6 +16,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("registry",),
     ("stats",),
     ("datasets",),
+    ("judging",),
     ("runs",),
     ("engines",),
     ("warehouse",),
@@ -30,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("assets",),
     ("sensors", "schedules"),
     ("definitions",),
-    ("cli",),
+    ("cli", "explorer"),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
