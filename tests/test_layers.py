@@ -1,7 +1,7 @@
 """No import runs up the layers: every ``themis_dagster`` module imports only its own layer and those below.
 
 ``LAYERS`` lists them bottom to top; lazy imports inside functions count too. ``partitions`` and
-``stages`` (the evaluation chain's plumbing) sit between the tasks and the assets.
+``columnar`` (the evaluation chain's column-at-a-time plumbing) sit between the tasks and the assets.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("mitigations",),
     ("tasks",),
     ("partitions",),
-    ("stages",),
+    ("columnar",),
     ("comparisons",),
     ("reports",),
     ("importers",),
