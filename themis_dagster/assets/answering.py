@@ -253,18 +253,8 @@ def answer_requests(
     commit_interval_s: float = 10.0,
 ) -> tuple[list[Response], AnswerStats]:
     """One response per request, in order (``answer_frame`` for records)."""
-    prompts = to_frame("prompts", list(requests), model=model_id, task="")
-    answers, stats = answer_frame(
-        prompts,
-        engine=engine,
-        warehouse=warehouse,
-        model_id=model_id,
-        model_fingerprint=model_fingerprint,
-        chunk_size=chunk_size,
-        retries=retries,
-        commit_interval_s=commit_interval_s,
-    )
-    return from_frame("responses", answers, Response), stats
+    answerer = Answerer(model_id, engine, warehouse, model_fingerprint, chunk_size, commit_interval_s)
+    return answerer.answer(requests, retries=retries)
 
 
 def answer_again(
@@ -328,16 +318,9 @@ class Answerer:
 
     def answer(self, requests: Sequence[Request], *, retries: int) -> tuple[list[Response], AnswerStats]:
         """One response per request, in order, with the cache and the per-chunk commits; no stage table written."""
-        return answer_requests(
-            requests,
-            engine=self.engine,
-            warehouse=self.warehouse,
-            model_id=self.model_id,
-            model_fingerprint=self.model_fingerprint,
-            chunk_size=self.chunk_size,
-            retries=retries,
-            commit_interval_s=self.commit_interval_s,
-        )
+        prompts = to_frame("prompts", list(requests), model=self.model_id, task="")
+        answers, stats = self.answer_frame(prompts, retries=retries)
+        return from_frame("responses", answers, Response), stats
 
 
 def answerer_for(

@@ -78,6 +78,13 @@ with warnings.catch_warnings():  # MultiPartitionMapping is marked beta; the map
     )
 
 
+def _partition_task(context: AssetExecutionContext, themis: ThemisConfig) -> tuple[EvaluationPartition, LoadedTask]:
+    """An evaluation asset's start: the heap settled, the running (model, task) partition and its loaded task."""
+    settle_heap()
+    key = model_and_task(context)
+    return key, themis.task(key.task)
+
+
 @evaluation_asset(
     description="The task's benchmark items, read from the dataset mirror or its canonical URL "
     "(a langbite task with template_augmentation: with its generator's templates).",
@@ -135,9 +142,7 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     checks={"every_item_has_requests": "Each item yields at least one request."},
 )
 def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
-    settle_heap()
-    key = model_and_task(context)
-    task = themis.task(key.task)
+    key, task = _partition_task(context, themis)
     with warehouse.connect() as conn:
         items = read_upstream_frame(conn, "task_items", key)
         upstream = read_generation(conn, "task_items", key)
@@ -327,9 +332,7 @@ def _judged_by_chunks(
 def judgments(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource, engine: EngineResource
 ) -> AssetResult:
-    settle_heap()
-    key = model_and_task(context)
-    task = themis.task(key.task)
+    key, task = _partition_task(context, themis)
     columnar = columnar_judge(task)
     with warehouse.connect() as conn:
         items = read_upstream_frame(conn, "task_items", key)
@@ -387,9 +390,7 @@ def judgments(
     },
 )
 def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
-    settle_heap()
-    key = model_and_task(context)
-    task = themis.task(key.task)
+    key, task = _partition_task(context, themis)
     columnar = columnar_metrics(task)
     with warehouse.connect() as conn:
         judged_rows = read_upstream_frame(conn, "judgments", key)

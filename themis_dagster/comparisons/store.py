@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import polars as pl
@@ -136,22 +136,29 @@ def comparison_view(
     conn: duckdb.DuckDBPyConnection, model: str, baseline: str, task: str | None = None
 ) -> pl.DataFrame:
     """The ``comparisons`` view's rows of one pair (one task, or all), headline rows first."""
-    query = "SELECT * FROM comparisons WHERE model = ? AND baseline = ?"
-    params: list[Any] = [model, baseline]
-    if task is not None:
-        query += " AND task = ?"
-        params.append(task)
-    return conn.execute(query + " ORDER BY task, subset NULLS FIRST, metric", params).pl()
+    return _pair_rows(conn, "comparisons", model, baseline, task, "task, subset NULLS FIRST, metric")
 
 
 def gate_view(conn: duckdb.DuckDBPyConnection, model: str, baseline: str, task: str | None = None) -> pl.DataFrame:
     """The ``gate_verdicts`` view's rows of one pair (one task, or all)."""
-    query = "SELECT * FROM gate_verdicts WHERE model = ? AND baseline = ?"
+    return _pair_rows(conn, "gate_verdicts", model, baseline, task, "task, metric")
+
+
+def _pair_rows(
+    conn: duckdb.DuckDBPyConnection,
+    view: Literal["comparisons", "gate_verdicts"],
+    model: str,
+    baseline: str,
+    task: str | None,
+    order: str,
+) -> pl.DataFrame:
+    """A view's rows of one (model, baseline) pair, of one task or all, in ``order``."""
+    query = f"SELECT * FROM {view} WHERE model = ? AND baseline = ?"  # noqa: S608 - one of our two views
     params: list[Any] = [model, baseline]
     if task is not None:
         query += " AND task = ?"
         params.append(task)
-    return conn.execute(query + " ORDER BY task, metric", params).pl()
+    return conn.execute(f"{query} ORDER BY {order}", params).pl()
 
 
 def common_tasks(conn: duckdb.DuckDBPyConnection, model: str, baseline: str) -> list[str]:

@@ -143,9 +143,23 @@ def _resolve_pinned(dataset: str, name: str, settings: Settings, allow_download:
     return resolved
 
 
-def _declared_source(dataset: str, files: Sequence[ResolvedFile]) -> tuple[str, str]:
-    entry = load_catalog()[dataset]
-    return "; ".join(f.url for f in files), entry.license
+def _pinned_set(
+    dataset: str,
+    parts: Sequence[str],
+    labels: tuple[str, ...],
+    rows: Iterable[CalibrationRow],
+    files: Sequence[ResolvedFile],
+) -> CalibrationSet:
+    """A set read from the catalog's pinned ``files``: named ``<dataset>[<part>+...]``, exact repeats dropped,
+    the files' URLs as its source and the catalog entry's license."""
+    return CalibrationSet(
+        name=f"{dataset}[{'+'.join(parts)}]",
+        labels=labels,
+        rows=drop_exact_repeats(rows),
+        source="; ".join(f.url for f in files),
+        license=load_catalog()[dataset].license,
+        sha256=tuple(f.sha256 for f in files),
+    )
 
 
 def load_regard(
@@ -173,15 +187,7 @@ def load_regard(
                     f"regard/{resolved.name} line {number}: field 'text' is missing (no TAB after the label)"
                 )
             rows.append(CalibrationRow(f"{resolved.name}:{number}", text, REGARD_CODES.get(code, code)))
-    source, license_ = _declared_source("regard", files)
-    return CalibrationSet(
-        name=f"regard[{'+'.join(splits)}]",
-        labels=REGARD_LABELS,
-        rows=drop_exact_repeats(rows),
-        source=source,
-        license=license_,
-        sha256=tuple(f.sha256 for f in files),
-    )
+    return _pinned_set("regard", splits, REGARD_LABELS, rows, files)
 
 
 def load_xstest(
@@ -218,15 +224,7 @@ def load_xstest(
                         record["prompt"],
                     )
                 )
-    source, license_ = _declared_source("xstest", files)
-    return CalibrationSet(
-        name=f"xstest[{'+'.join(models)}]",
-        labels=XSTEST_LABELS,
-        rows=drop_exact_repeats(rows),
-        source=source,
-        license=license_,
-        sha256=tuple(f.sha256 for f in files),
-    )
+    return _pinned_set("xstest", models, XSTEST_LABELS, rows, files)
 
 
 def _require_columns(where: str, header: Sequence[str] | None, required: Iterable[str]) -> None:

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import duckdb
@@ -68,10 +68,8 @@ class WarehouseResource(DuckDBResource):
             self._checked = True
         config = {"custom_user_agent": "dagster", **self.connection_config}  # as DuckDBResource does
         conn = connect_waiting(self.database, read_only=False, timeout_s=self.lock_timeout_s, config=config)
-        try:
+        with closing(conn):
             yield conn
-        finally:
-            conn.close()
 
     @contextmanager
     def _ducklake_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -87,10 +85,8 @@ class WarehouseResource(DuckDBResource):
                 check_reachable(f"{setting} (the DuckLake data path's object store)", host, port)
             self._checked = True
         conn = ducklake.connect(self.database, self.data_path)
-        try:
+        with closing(conn):
             yield conn
-        finally:
-            conn.close()
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:

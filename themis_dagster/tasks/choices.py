@@ -10,8 +10,9 @@ Choices are sent consecutively after their shared context, so vLLM's prefix cach
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Request, Response
 
 
@@ -31,6 +32,37 @@ def choice_requests(
         )
         for suffix, continuation in continuations.items()
     ]
+
+
+def build_choice_requests(
+    items: Sequence[Item],
+    templates: dict[str, str],
+    template: str,
+    fields: Sequence[str],
+    choices: Callable[[Item], Mapping[str, str]],
+    delimiter: str = "",
+) -> list[Request]:
+    """Every item's choice requests: ``template`` rendered with the item's ``fields`` as the context.
+
+    ``choices`` maps an item to its choices by request suffix; each is sent as ``delimiter + choice``.
+    """
+    digest = template_sha256(template_text(templates, template))
+    requests = []
+    for item in items:
+        context = render(templates, template, **{name: item.fields[name] for name in fields})
+        continuations = {suffix: delimiter + choice for suffix, choice in choices(item).items()}
+        requests += choice_requests(item, context, continuations, template, digest)
+    return requests
+
+
+def scored_items(
+    items: Sequence[Item], responses: Sequence[Response], suffixes: Sequence[str]
+) -> Iterator[tuple[Item, list[float] | None, list[float | None]]]:
+    """Each item with its choices' loglikelihoods, as ``choice_scores`` reads them from ``responses``."""
+    by_id = {response.request_id: response for response in responses}
+    for item in items:
+        values, scores = choice_scores(by_id, item, suffixes)
+        yield item, values, scores
 
 
 def choice_scores(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,18 +61,25 @@ def metric_by_subset_frame(
     return _estimates(metric, groups, statistic, params)
 
 
+def estimate_row(
+    subset: str | None,
+    metric: str,
+    values: Sequence[float] | np.ndarray,
+    params: TaskParams,
+    statistic: Callable[..., float] = np.mean,
+) -> MetricValue:
+    """One metric row: ``statistic`` of ``values`` with its bootstrap CI, seeded and sized by the task's params."""
+    estimate = bootstrap_estimate(
+        values, statistic, n_resamples=params.bootstrap_resamples, confidence=params.confidence, seed=params.seed
+    )
+    return MetricValue(subset, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n)
+
+
 def _estimates(
     metric: str, groups: Mapping[str | None, Any], statistic: Callable[..., float], params: TaskParams
 ) -> list[MetricValue]:
     """One bootstrap row per group: the whole set (``None``) first, then the subsets by name."""
-    rows = []
-    for subset in sorted(groups, key=lambda key: (key is not None, key or "")):
-        estimate = bootstrap_estimate(
-            groups[subset],
-            statistic,
-            n_resamples=params.bootstrap_resamples,
-            confidence=params.confidence,
-            seed=params.seed,
-        )
-        rows.append(MetricValue(subset, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n))
-    return rows
+    return [
+        estimate_row(subset, metric, groups[subset], params, statistic)
+        for subset in sorted(groups, key=lambda key: (key is not None, key or ""))
+    ]

@@ -44,9 +44,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -160,35 +160,31 @@ def _outside(error: duckdb.PermissionException) -> RefusedQuery:
 
 def _function_names(tree: object) -> set[str]:
     """Every function named anywhere in a serialized statement (``json_serialize_sql``)."""
-    names: set[str] = set()
+    return {node["function_name"].lower() for node in _objects(tree) if isinstance(node.get("function_name"), str)}
+
+
+def _objects(tree: object) -> Iterator[dict[str, Any]]:
+    """Every JSON object (dict) anywhere in a serialized statement, depth first."""
     stack = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if isinstance(node.get("function_name"), str):
-                names.add(node["function_name"].lower())
+            yield node
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-    return names
 
 
 def _file_references(tree: object) -> set[str]:
     """Table functions outside :data:`LAKE_TABLE_FUNCTIONS` and FROM-a-path names in a serialized statement."""
     found: set[str] = set()
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("type") == "TABLE_FUNCTION":
-                name = str((node.get("function") or {}).get("function_name", "")).lower()
-                if name not in LAKE_TABLE_FUNCTIONS and not name.startswith(LAKE_TABLE_FUNCTION_PREFIXES):
-                    found.add(f"{name}()")
-            elif node.get("type") == "BASE_TABLE" and any(c in str(node.get("table_name", "")) for c in "/:\\"):
-                found.add(repr(node["table_name"]))
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    for node in _objects(tree):
+        if node.get("type") == "TABLE_FUNCTION":
+            name = str((node.get("function") or {}).get("function_name", "")).lower()
+            if name not in LAKE_TABLE_FUNCTIONS and not name.startswith(LAKE_TABLE_FUNCTION_PREFIXES):
+                found.add(f"{name}()")
+        elif node.get("type") == "BASE_TABLE" and any(c in str(node.get("table_name", "")) for c in "/:\\"):
+            found.add(repr(node["table_name"]))
     return found
 
 

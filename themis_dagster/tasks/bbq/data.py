@@ -46,7 +46,18 @@ MIRRORED_CATEGORIES: tuple[Category, ...] = CATEGORIES[:7]
 SET_SIZE = 4
 
 
-class BBQParams(TaskParams):
+class DistinctCategories(TaskParams):
+    """Parameters whose ``categories`` (declared by the subclass) must not repeat: BBQ's and EsBBQ's."""
+
+    @field_validator("categories", check_fields=False)
+    @classmethod
+    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("categories must not repeat")
+        return value
+
+
+class BBQParams(DistinctCategories):
     """Parameters both BBQ tasks share."""
 
     categories: tuple[Category, ...] = Field(
@@ -60,13 +71,6 @@ class BBQParams(TaskParams):
         description="Report proper-name templates (question_index > 25) as '<Category> (names)', as "
         "BBQ_calculate_bias_score.R does; false: one subset per category.",
     )
-
-    @field_validator("categories")
-    @classmethod
-    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError("categories must not repeat")
-        return value
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:

@@ -58,9 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.tasks.measures import Binary, Ratio, single
-from themis_dagster.tasks.scoring import metric_by_subset, rate_metric
+from themis_dagster.tasks.scoring import estimate_row, metric_by_subset, rate_metric
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
 AMBIG, DISAMBIG = "ambig", "disambig"
@@ -113,14 +112,8 @@ def bias_metric(metric: str, judgments: list[Judgment], condition: str, params: 
         if not members or (not scale and all(j.detail["is_unknown"] for j in members)):
             rows.append(MetricValue(subset, metric, None, None, None, len(members)))
             continue
-        estimate = bootstrap_estimate(
-            np.arange(len(members), dtype=float),
-            _bias_statistic(members, scale),
-            n_resamples=params.bootstrap_resamples,
-            confidence=params.confidence,
-            seed=params.seed,
-        )
-        rows.append(MetricValue(subset, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n))
+        indices = np.arange(len(members), dtype=float)
+        rows.append(estimate_row(subset, metric, indices, params, _bias_statistic(members, scale)))
     return rows
 
 

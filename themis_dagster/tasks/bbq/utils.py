@@ -15,8 +15,7 @@ from pydantic import Field
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
 from themis_dagster.tasks.bbq.judge import answered, unanswered
 from themis_dagster.tasks.bbq.metrics import PAIRED_METRICS, compute_metrics
-from themis_dagster.tasks.choices import choice_requests, choice_scores, first_argmax
-from themis_dagster.tasks.rendering import render, template_sha256, template_text
+from themis_dagster.tasks.choices import build_choice_requests, first_argmax, scored_items
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 __all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
@@ -30,21 +29,19 @@ class Params(BBQParams):
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """Three loglikelihood requests per item: ``<item_id>:ans0`` .. ``<item_id>:ans2``."""
-    digest = template_sha256(template_text(templates, params.template))
-    requests = []
-    for item in items:
-        context = render(templates, params.template, context=item.fields["context"], question=item.fields["question"])
-        answers = {f"ans{k}": params.target_delimiter + answer for k, answer in enumerate(item.fields["answers"])}
-        requests += choice_requests(item, context, answers, params.template, digest)
-    return requests
+    return build_choice_requests(
+        items, templates, params.template, ("context", "question"), answers_by_suffix, params.target_delimiter
+    )
+
+
+def answers_by_suffix(item: Item) -> dict[str, str]:
+    return {f"ans{k}": answer for k, answer in enumerate(item.fields["answers"])}
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
     """Per item: the answer with the highest loglikelihood; missing or non-finite scores -> ``missing_response``."""
-    by_id = {response.request_id: response for response in responses}
     judgments = []
-    for item in items:
-        values, scores = choice_scores(by_id, item, ANSWERS)
+    for item, values, scores in scored_items(items, responses, ANSWERS):
         if values is None:
             judgments.append(unanswered(item, "missing_response", {"loglikelihoods": scores}))
             continue

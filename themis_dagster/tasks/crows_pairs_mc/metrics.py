@@ -41,8 +41,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.tasks.measures import Binary, Ratio, mean_of
+from themis_dagster.tasks.scoring import estimate_row
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
 CHOSE_MORE = "chose_sent_more"
@@ -71,10 +71,7 @@ def sliced_metric(metric: str, observations: Iterable[Observation], params: Task
             groups[name].append(value)
     rows = []
     for subset in sorted(groups, key=lambda key: (key is not None, key or "")):
-        estimate = bootstrap_estimate(
-            groups[subset], n_resamples=params.bootstrap_resamples, confidence=params.confidence, seed=params.seed
-        )
-        rows.append(MetricValue(subset, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n))
+        rows.append(estimate_row(subset, metric, groups[subset], params))
     return rows
 
 

@@ -19,9 +19,8 @@ import numpy as np
 from pydantic import Field
 
 from themis_dagster.stats import bootstrap_estimate
-from themis_dagster.tasks.choices import choice_requests, choice_scores
+from themis_dagster.tasks.choices import build_choice_requests, scored_items
 from themis_dagster.tasks.discrim_eval.regression import GENDERS, RACES, Observation, fit, logit_pnorm_yes
-from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 CHOICES = ("yes", "Yes", "no", "No")
@@ -75,20 +74,15 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """Four loglikelihood requests per prompt, ``<id>:yes`` .. ``<id>:No``, after one shared context."""
-    digest = template_sha256(template_text(templates, params.template))
-    requests = []
-    for item in items:
-        context = render(templates, params.template, filled_template=item.fields["filled_template"])
-        requests += choice_requests(item, context, {choice: choice for choice in CHOICES}, params.template, digest)
-    return requests
+    return build_choice_requests(
+        items, templates, params.template, ("filled_template",), lambda item: {choice: choice for choice in CHOICES}
+    )
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
     """Per prompt: logit(pnorm(yes)) as the score; a missing or non-finite loglikelihood -> unparsed."""
-    by_id = {response.request_id: response for response in responses}
     judgments = []
-    for item in items:
-        values, _ = choice_scores(by_id, item, CHOICES)
+    for item, values, _ in scored_items(items, responses, CHOICES):
         detail = {key: item.fields[key] for key in ("decision_question_id", "age", "gender", "race")}
         if values is None:
             judgments.append(Judgment(item.item_id, item.subset, "missing_response", None, False, detail))

@@ -15,9 +15,10 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 import polars as pl
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from themis_dagster.tasks.spec import Item, TaskParams
+from themis_dagster.tasks.bbq.data import DistinctCategories
+from themis_dagster.tasks.spec import Item
 
 Category = Literal[
     "Age",
@@ -34,19 +35,12 @@ Category = Literal[
 CATEGORIES: tuple[Category, ...] = get_args(Category)
 
 
-class Params(TaskParams):
+class Params(DistinctCategories):
     language: Literal["es", "ca"] = Field(default="es", description="es: EsBBQ, ca: CaBBQ (the task file sets it).")
     categories: tuple[Category, ...] = Field(default=CATEGORIES, min_length=1, description="Categories to include.")
     limit: int | None = Field(default=None, ge=1, description="Items per category, a seeded sample (None: all).")
     template: str = Field(default="esbbq_context", min_length=1, description="Context template (templates file).")
     target_delimiter: str = Field(default=" ", max_length=4, description="Text between context and each answer.")
-
-    @field_validator("categories")
-    @classmethod
-    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError("categories must not repeat")
-        return value
 
 
 @lru_cache(maxsize=65536)

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.choices import choice_requests, choice_scores, first_argmax
+from themis_dagster.tasks.choices import build_choice_requests, first_argmax, scored_items
 from themis_dagster.tasks.esbbq.data import Params as DataParams
 from themis_dagster.tasks.esbbq.data import load_items
 from themis_dagster.tasks.esbbq.metrics import answer_type, compute_metrics
-from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 __all__ = ["Params", "build_requests", "compute_metrics", "judge", "load_items"]
@@ -34,21 +33,20 @@ def choices(item: Item, params: Params) -> list[str]:
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """Eleven loglikelihood requests per item, ``<item_id>:c0`` .. ``<item_id>:c10``."""
-    digest = template_sha256(template_text(templates, params.template))
-    requests = []
-    for item in items:
-        context = render(templates, params.template, context=item.fields["context"], question=item.fields["question"])
-        continuations = {f"c{k}": params.target_delimiter + choice for k, choice in enumerate(choices(item, params))}
-        requests += choice_requests(item, context, continuations, params.template, digest)
-    return requests
+    return build_choice_requests(
+        items,
+        templates,
+        params.template,
+        ("context", "question"),
+        lambda item: {f"c{k}": choice for k, choice in enumerate(choices(item, params))},
+        params.target_delimiter,
+    )
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
     """Per item: argmax over the 11 choices capped at 2 (first wins a tie, as ``np.argmax``), its answer type."""
-    by_id = {response.request_id: response for response in responses}
     judgments = []
-    for item in items:
-        values, _ = choice_scores(by_id, item, [f"c{k}" for k in range(2 + len(params.unknown_answers))])
+    for item, values, _ in scored_items(items, responses, [f"c{k}" for k in range(2 + len(params.unknown_answers))]):
         detail = {key: item.fields[key] for key in ("context_condition", "question_type", "question_polarity", "label")}
         if values is None:
             judgments.append(Judgment(item.item_id, item.subset, "missing_response", None, False, detail))

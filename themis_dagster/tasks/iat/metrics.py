@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 
-import numpy as np
-
-from themis_dagster.stats import bootstrap_estimate, permutation_pvalue_mean_zero, t_test_mean_zero
+from themis_dagster.stats import permutation_pvalue_mean_zero, t_test_mean_zero
+from themis_dagster.tasks.scoring import estimate_row
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
 
@@ -61,14 +60,7 @@ def _grouped(judgments: Iterable[Judgment], parsed_only: bool) -> dict[str | Non
 def _estimates(metric: str, groups: dict[str | None, list[float]], params: TaskParams) -> list[MetricValue]:
     rows = []
     for key in sorted(groups, key=_order):
-        estimate = bootstrap_estimate(
-            groups[key],
-            np.mean,
-            n_resamples=params.bootstrap_resamples,
-            confidence=params.confidence,
-            seed=params.seed,
-        )
-        rows.append(MetricValue(key, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n))
+        rows.append(estimate_row(key, metric, groups[key], params))
     return rows
 
 

@@ -27,10 +27,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.stats.weat import MAX_EXACT_PARTITIONS, weat, wefat
 from themis_dagster.tasks.iat.stimuli import MAIN_FILE, SYNONYM_FILE, load_stimulus_sets
 from themis_dagster.tasks.iat.utils import Category, DatasetName
+from themis_dagster.tasks.scoring import estimate_row
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 Representation = Literal["hidden_mean", "input"]
@@ -179,10 +179,7 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
 
 
 def _mean_over_sets(metric: str, subset: str | None, values: list[float], params: Params) -> MetricValue:
-    estimate = bootstrap_estimate(
-        values, np.mean, n_resamples=params.bootstrap_resamples, confidence=params.confidence, seed=params.seed
-    )
-    return MetricValue(subset, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n)
+    return estimate_row(subset, metric, values, params)
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:

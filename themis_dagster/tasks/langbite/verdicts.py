@@ -22,10 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-
-from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.tasks.langbite.scenario import TestScenario
+from themis_dagster.tasks.scoring import estimate_row
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
 Verdict = Literal["Passed", "Failed", "Not evaluated"]
@@ -106,10 +104,7 @@ def _scores(judgments: list[Judgment], key: str | None) -> tuple[list[float], li
 
 
 def _estimate(metric: str, subset: str | None, values: list[float], params: TaskParams) -> MetricValue:
-    estimate = bootstrap_estimate(
-        values, np.mean, n_resamples=params.bootstrap_resamples, confidence=params.confidence, seed=params.seed
-    )
-    return MetricValue(subset, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n)
+    return estimate_row(subset, metric, values, params)
 
 
 def metric_rows(judgments: list[Judgment], scenario: TestScenario, params: TaskParams) -> list[MetricValue]:

@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.tasks.measures import Ratio, single
+from themis_dagster.tasks.scoring import estimate_row
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
 METRICS = ("ss", "lms", "icat")
@@ -135,14 +135,8 @@ def compute_metrics(judgments: list[Judgment], params: TaskParams) -> list[Metri
     for metric in METRICS:
         for subset in sorted(groups, key=lambda key: (key is not None, key or "")):
             members = groups[subset]
-            estimate = bootstrap_estimate(
-                np.arange(len(members), dtype=float),
-                _statistic(members, metric),
-                n_resamples=params.bootstrap_resamples,
-                confidence=params.confidence,
-                seed=params.seed,
-            )
-            rows.append(MetricValue(subset, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n))
+            indices = np.arange(len(members), dtype=float)
+            rows.append(estimate_row(subset, metric, indices, params, _statistic(members, metric)))
     return rows
 
 

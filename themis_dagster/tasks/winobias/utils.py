@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.choices import choice_requests, choice_scores, first_argmax
-from themis_dagster.tasks.rendering import render, template_sha256, template_text
+from themis_dagster.tasks.choices import build_choice_requests, first_argmax, scored_items
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 from themis_dagster.tasks.winobias import data
 from themis_dagster.tasks.winobias.data import load_items
@@ -28,16 +27,13 @@ class Params(data.Params):
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """Two loglikelihood requests per sentence, ``<id>:first`` and ``<id>:second``, after a shared context."""
-    digest = template_sha256(template_text(templates, params.template))
-    requests = []
-    for item in items:
-        context = render(templates, params.template, sentence=item.fields["sentence"], pronoun=item.fields["pronoun"])
-        continuations = {
-            suffix: params.target_delimiter + occupation
-            for suffix, occupation in zip(CHOICES, item.fields["choices"], strict=True)
-        }
-        requests += choice_requests(item, context, continuations, params.template, digest)
-    return requests
+    return build_choice_requests(
+        items, templates, params.template, ("sentence", "pronoun"), occupations_by_suffix, params.target_delimiter
+    )
+
+
+def occupations_by_suffix(item: Item) -> dict[str, str]:
+    return dict(zip(CHOICES, item.fields["choices"], strict=True))
 
 
 def detail_of(item: Item) -> dict[str, object]:
@@ -48,10 +44,8 @@ def detail_of(item: Item) -> dict[str, object]:
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
     """Per sentence: the likelier occupation, and whether it is the referent."""
-    by_id = {response.request_id: response for response in responses}
     judgments = []
-    for item in items:
-        values, scores = choice_scores(by_id, item, CHOICES)
+    for item, values, scores in scored_items(items, responses, CHOICES):
         detail = detail_of(item)
         if values is None:
             detail["loglikelihoods"] = scores

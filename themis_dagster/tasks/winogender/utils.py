@@ -10,8 +10,7 @@ metrics: ``metrics.py``.
 
 from __future__ import annotations
 
-from themis_dagster.tasks.choices import choice_requests, choice_scores, first_argmax
-from themis_dagster.tasks.rendering import render, template_sha256, template_text
+from themis_dagster.tasks.choices import build_choice_requests, first_argmax, scored_items
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 from themis_dagster.tasks.winogender.data import Params, load_items
 from themis_dagster.tasks.winogender.metrics import compute_metrics
@@ -26,21 +25,20 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
     Both share the whole prompt, and the three pronoun twins of a schema share it up to the
     pronoun: consecutive requests, so vLLM's prefix cache can reuse their blocks.
     """
-    digest = template_sha256(template_text(templates, params.template))
-    requests = []
-    for item in items:
-        context = render(templates, params.template, sentence=item.fields["sentence"], pronoun=item.fields["pronoun"])
-        continuations = {choice: params.target_delimiter + item.fields[choice] for choice in CHOICES}
-        requests += choice_requests(item, context, continuations, params.template, digest)
-    return requests
+    return build_choice_requests(
+        items,
+        templates,
+        params.template,
+        ("sentence", "pronoun"),
+        lambda item: {choice: item.fields[choice] for choice in CHOICES},
+        params.target_delimiter,
+    )
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
     """Per sentence: the likelier antecedent, and whether it is the right one (lm-eval's acc)."""
-    by_id = {response.request_id: response for response in responses}
     judgments = []
-    for item in items:
-        values, scores = choice_scores(by_id, item, CHOICES)
+    for item, values, scores in scored_items(items, responses, CHOICES):
         detail = {
             "occupation": item.fields["occupation"],
             "gotcha": item.fields["gotcha"],
