@@ -211,8 +211,11 @@ class ProcessEngine(FakeEngine):
 
     On call ``kill_at_call`` the child is SIGKILLed half-way through the batch, as an engine
     process killed by the OOM killer would be: talking to it then raises BrokenPipeError, in
-    that call and every later one, which is what the run would see from a dead engine.
+    that call and every later one, which is what the run would see from a dead engine. Its answers
+    come back with the batch only (an engine that does not hand them on while it works).
     """
+
+    streams_answers = False
 
     def __init__(self, model_path: str, kill_at_call: int | None) -> None:
         super().__init__(model_path)
@@ -390,7 +393,10 @@ def test_a_full_disk_fails_the_run_and_keeps_the_partition(tmp_path: Path, small
 
 
 class FillingEngine(FakeEngine):
-    """The fake engine, on a host where something else fills the disk during call ``fill_at_call``."""
+    """The fake engine, on a host where something else fills the disk during call ``fill_at_call``; its answers
+    come back with the batch only."""
+
+    streams_answers = False
 
     def __init__(self, model_path: str, disk: Path, fill_at_call: int) -> None:
         super().__init__(model_path)

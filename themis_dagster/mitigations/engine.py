@@ -7,9 +7,9 @@ model and all its variants); only the requests, the sampling settings and the re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from themis_dagster.engines.base import Engine, EngineInfo
+from themis_dagster.engines.base import AnswerSink, Engine, EngineInfo, StreamingEngine
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.mitigations.requests import filtered_reply, with_instruction, with_system_prompt, word_token_ids
 from themis_dagster.registry.mitigation import (
@@ -85,15 +85,41 @@ class MitigatedEngine:
             return [filtered_reply(response, self.mitigation) for response in responses]
         return responses
 
-    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]:
+    @property
+    def streams_answers(self) -> bool:
+        """Answers are handed on while a batch runs when the inner engine hands them on."""
+        return bool(getattr(self.inner, "streams_answers", False))
+
+    def _sink(self, on_answered: AnswerSink | None) -> AnswerSink | None:
+        """``on_answered`` given the replies as this mitigation leaves them."""
+        if on_answered is None:
+            return None
+        sink = on_answered
+        return lambda answers: sink(self._replies(list(answers)))
+
+    def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]:
         """Only a system prompt changes a loglikelihood (it becomes part of the context)."""
-        return self.inner.loglikelihood(self._rewrite(requests))
+        if on_answered is None:
+            return self.inner.loglikelihood(self._rewrite(requests))
+        return cast(StreamingEngine, self.inner).loglikelihood(self._rewrite(requests), on_answered=on_answered)
 
-    def generate(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
-        return self._replies(self.inner.generate(self._rewrite(requests), self._params(params)))
+    def generate(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]:
+        if on_answered is None:
+            return self._replies(self.inner.generate(self._rewrite(requests), self._params(params)))
+        streaming = cast(StreamingEngine, self.inner)
+        answers = streaming.generate(self._rewrite(requests), self._params(params), on_answered=self._sink(on_answered))
+        return self._replies(answers)
 
-    def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
-        return self._replies(self.inner.chat(self._rewrite(requests), self._params(params)))
+    def chat(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]:
+        if on_answered is None:
+            return self._replies(self.inner.chat(self._rewrite(requests), self._params(params)))
+        streaming = cast(StreamingEngine, self.inner)
+        answers = streaming.chat(self._rewrite(requests), self._params(params), on_answered=self._sink(on_answered))
+        return self._replies(answers)
 
     def shutdown(self) -> None:
         """The inner engine is the parent's: whoever loaded it shuts it down."""
