@@ -40,6 +40,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from themis_dagster.engines.base import EngineInfo
+from themis_dagster.engines.reasoning import with_openai_reasoning
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.exchange import ChatMessage, GenerationParams, Request, Response
 
@@ -554,6 +555,8 @@ class OpenAICompatibleEngine:
 
     def _chat_one(self, request: Request, conversation: list[ChatMessage], params: GenerationParams) -> Response:
         payload = {**self._sampling(params), "messages": conversation}
+        if template_kwargs := getattr(params, "chat_template_kwargs", None):  # a reasoning model's (reasoning.py)
+            payload["chat_template_kwargs"] = template_kwargs
         if self.server_kind == "vllm":
             payload["return_prompt_text"] = True  # the exact text the chat template produced
 
@@ -566,7 +569,7 @@ class OpenAICompatibleEngine:
             prompt_text = data.get("prompt_text")
             if not isinstance(prompt_text, str):
                 prompt_text = json.dumps(conversation, ensure_ascii=False)
-            return self._generation(request, data, text, prompt_text)
+            return with_openai_reasoning(self._generation(request, data, text, prompt_text), data)
 
         return self._post("/chat/completions", payload, parse)
 
