@@ -50,7 +50,7 @@ from themis_dagster.stages.columnar import (
     judged_frame,
     requests_frame,
 )
-from themis_dagster.stages.reply_guard import GENERATION, GUARD_OUTCOMES, guard_replies, relabel, withheld_rates
+from themis_dagster.stages.reply_guard import GUARD_OUTCOMES, GUARDED, guard_replies, relabel, withheld_rates
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import append_rows
@@ -396,7 +396,7 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
         values = columnar(judged_rows, task.params)
     else:
         values = task.module.compute_metrics(from_frame("judgments", judged_rows, Judgment), task.params)
-    if task.spec.request_type in GENERATION and (
+    if task.spec.request_type in GUARDED and (
         themis.model(key.model).reasoning is not None or judged_rows["outcome"].is_in(GUARD_OUTCOMES).any()
     ):  # how many replies the guard withheld (stages/reply_guard.py)
         values = [*values, *withheld_rates(judged_rows, task.params)]

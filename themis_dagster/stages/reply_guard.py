@@ -2,7 +2,8 @@
 
 The judgments stage (``assets/evaluation.py``) passes the partition's responses through
 ``guard_replies`` before any task's ``judge`` (or ``judge_frame``, or second opinion) reads them,
-and its judgments through ``relabel`` after. Two kinds of generation replies are withheld:
+and its judgments through ``relabel`` after. Two kinds of chat replies are withheld (a plain
+completion, BOLD's, is a continuation its cap cuts by design, and is never withheld):
 
 - ``reasoning_unfinished``: a reasoning model's reply whose reasoning never ended within its
   budget -- the parser found reasoning (an opened block) but no answer after it;
@@ -37,7 +38,9 @@ TRUNCATED = "truncated"
 GUARD_OUTCOMES = (REASONING_UNFINISHED, TRUNCATED)
 # What tasks call a reply that never came or failed: a judgment the guard may rename.
 FAILURE_OUTCOMES = ("engine_error", "missing_response", "error_engine_error", "error_missing_response")
-GENERATION = ("chat", "generate")
+# The replies guarded: chat replies, where a reply is an answer. A plain completion (BOLD's) is a
+# continuation that its token cap cuts by design, and no engine splits reasoning out of one.
+GUARDED = ("chat",)
 
 
 _WITHHELD = ": not an answer, withheld from the task's parser (stages/reply_guard.py)"
@@ -63,8 +66,8 @@ class Guarded:
 
 
 def _outcome() -> pl.Expr:
-    """Each response's guard outcome (NULL: an answer, or not a generation reply)."""
-    generated = pl.col("error").is_null() & pl.col("request_type").is_in(GENERATION)
+    """Each response's guard outcome (NULL: an answer, or not a chat reply)."""
+    generated = pl.col("error").is_null() & pl.col("request_type").is_in(GUARDED)
     no_answer = pl.col("text").fill_null("").str.strip_chars() == ""
     return (
         pl.when(generated & pl.col("reasoning").is_not_null() & no_answer)
