@@ -70,17 +70,20 @@ def engine(workspace: tuple[Path, dict[str, Any]]) -> Any:
     return resources["engine"].engine_for(spec, themis.weights(spec))
 
 
-def _ask(content: str, request_id: str) -> Request:
-    return Request.user_message(content, request_id, request_id, "t", "sha", {"max_tokens": 8, "temperature": 0.0})
+def _ask(content: str, item_id: str, max_tokens: int) -> Request:
+    params = {"max_tokens": max_tokens, "temperature": 0.0}
+    return Request.user_message(content, f"{item_id}:chat", item_id, "t", "sha", params)
 
 
 def test_replies_are_split_and_the_unfinished_one_is_withheld(engine: Any) -> None:
     assert engine.info.settings["reasoning"] == {"parser": "qwen3", "chat_template_kwargs": {}, "budget_tokens": BUDGET}
-    replies, _ = dispatch(engine, [_ask(QUESTION, "q:chat"), _ask(PLANTED, "p:chat")])
+    answered: list[Response] = []  # handed on as each finishes (the raw_responses stage's path)
+    replies, _ = dispatch(engine, [_ask(QUESTION, "q", 48), _ask(PLANTED, "p", 8)], on_answered=answered.extend)
+    assert sorted(reply.request_id for reply in answered) == ["p:chat", "q:chat"]
     closed, unfinished = replies
     assert closed.error is None and unfinished.error is None
-    # the closed one: reasoning, then an answer; no marker in either
-    assert closed.reasoning and closed.text and closed.n_reasoning_tokens
+    # the closed one: reasoning, then an answer, finished within its 8 + 48 tokens; no marker in either
+    assert closed.reasoning and closed.text and closed.n_reasoning_tokens and closed.finish_reason == "stop"
     assert "<think>" not in closed.reasoning + closed.text and "</think>" not in closed.reasoning + closed.text
     assert closed.prompt_text is not None and closed.prompt_text.endswith("<|im_start|>assistant\n<think>")
     # the planted one: the budget (8 + 8 tokens) ran out inside the reasoning

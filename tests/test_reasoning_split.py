@@ -19,6 +19,7 @@ import yaml
 from dagster import DagsterInstance, materialize
 
 from tests.conftest import SETTINGS, make_resources, requires_mirror, write_overrides
+from tests.reasoning_fixture import default_model_folder
 from themis_dagster.assets import evaluation_assets
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine, FakeTokenizer
@@ -227,3 +228,14 @@ def test_the_default_model_is_judged_as_before(graph: Callable[[str, str], Path]
     metrics = {row[0] for row in _rows(warehouse, "SELECT DISTINCT metric FROM metric_values WHERE model = ? "
                                                   "AND task = 'bbq_generate'", DEFAULT_MODEL_ID)}  # fmt: skip
     assert not metrics & {"reasoning_unfinished_rate", "truncated_rate"}
+
+
+@pytest.mark.skipif(not default_model_folder().is_dir(), reason="the default model is not prepared")
+@pytest.mark.parametrize("parser", ["qwen3", "deepseek_r1"])
+def test_the_default_models_tokenizer_has_no_think_markers(parser: str) -> None:
+    """The check the engine runs once its tokenizer is loaded, before any request (engines/vllm/engine.py)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(default_model_folder())
+    with pytest.raises(ConfigError, match=f"model '{DEFAULT_MODEL_ID}'"):
+        ReasoningSplitter.load(DEFAULT_MODEL_ID, ReasoningSpec(parser=parser, budget_tokens=8), tokenizer)

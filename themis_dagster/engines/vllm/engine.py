@@ -152,7 +152,11 @@ class VLLMEngine:
         # a reasoning model's parser, checked against the tokenizer before any request (engines/reasoning.py)
         self.reasoning: ReasoningSplitter | None = None
         if spec.reasoning is not None:
-            self.reasoning = ReasoningSplitter.load(spec.id, spec.reasoning, self.tokenizer)
+            try:
+                self.reasoning = ReasoningSplitter.load(spec.id, spec.reasoning, self.tokenizer)
+            except Exception:
+                self.shutdown()  # a model that cannot be split never answers: free the engine now
+                raise
         bos = self.tokenizer.bos_token_id
         self.prefix_token_id: int = bos if bos is not None else self.tokenizer.eos_token_id
         self.max_len: int = int(self.llm.llm_engine.model_config.max_model_len)
@@ -194,7 +198,9 @@ class VLLMEngine:
         if on_output is None:
             return list(self.llm.generate(prompts, params, use_tqdm=False, lora_request=self.lora_request))
         request_ids = self.llm.enqueue(prompts, params, use_tqdm=False, lora_request=self.lora_request)
-        position = {request_id: index for index, request_id in enumerate(request_ids)}
+        # enqueue returns vLLM's internal ids, "<n>-<8 random characters>" (InputProcessor.assign_request_id);
+        # the outputs carry the id the request was added under, "<n>" (plain where the randomization is off)
+        position = {request_id.split("-", 1)[0]: index for index, request_id in enumerate(request_ids)}
         outputs: list[Any] = [None] * len(request_ids)
         engine = self.llm.llm_engine
         while engine.has_unfinished_requests():
