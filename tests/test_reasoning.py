@@ -169,6 +169,7 @@ REPLIES = [
     _chat("d", "4", "The answer is", "length", reasoning="done"),  # the answer hit its cap
     Request("e", "5", "chat").failed("HTTP 500"),  # an engine error stays one
     Request("f", "6", "loglikelihood").scored(-1.0, True, n_prompt_tokens=3, n_continuation_tokens=1),
+    Request("h", "8", "generate").generated("a continuation cut at its cap", "p", 3, 20, "length"),  # BOLD's: kept
     _chat("g", "7", "B", "length", reasoning=None),  # no reasoning found, cut at the cap: truncated
 ]
 
@@ -187,6 +188,7 @@ def test_the_guard_withholds_what_is_no_answer_and_shows_no_reasoning() -> None:
     for request_id, outcome in guarded.withheld.items():
         assert shown[request_id].text is None and str(shown[request_id].error).startswith(outcome + ":")
     assert shown["e"].error == "HTTP 500" and shown["f"].logprob == -1.0
+    assert shown["h"].text == "a continuation cut at its cap" and shown["h"].error is None
     assert all(r.reasoning is None and r.n_reasoning_tokens is None for r in shown.values())
     assert guarded.responses.columns == _frame(REPLIES).columns
 

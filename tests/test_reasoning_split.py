@@ -125,7 +125,7 @@ class ScriptedEngineResource(FakeEngineResource):
                           reasoning=fake_reasoning(spec))  # fmt: skip
 
 
-def write_thinker(folder: Path) -> Path:
+def write_thinker(folder: Path, max_model_len: int = 4096, budget_tokens: int = 512) -> Path:
     """A models file: the default model plus a fake thinking model (a local folder the fake engine never reads)."""
     weights = folder / "thinker"
     weights.mkdir(parents=True, exist_ok=True)
@@ -133,8 +133,8 @@ def write_thinker(folder: Path) -> Path:
     (weights / "model.safetensors").write_bytes(b"fake")
     data = yaml.safe_load(SETTINGS.models_file.read_text())
     data["models"] = [m for m in data["models"] if m["id"] == DEFAULT_MODEL_ID] + [
-        {"id": THINKER, "source": {"kind": "local", "path": str(weights)}, "max_model_len": 4096,
-         "reasoning": {"parser": "qwen3", "budget_tokens": 512}}
+        {"id": THINKER, "source": {"kind": "local", "path": str(weights)}, "max_model_len": max_model_len,
+         "reasoning": {"parser": "qwen3", "budget_tokens": budget_tokens}}
     ]  # fmt: skip
     path = folder / "models.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -239,3 +239,25 @@ def test_the_default_models_tokenizer_has_no_think_markers(parser: str) -> None:
     tokenizer = AutoTokenizer.from_pretrained(default_model_folder())
     with pytest.raises(ConfigError, match=f"model '{DEFAULT_MODEL_ID}'"):
         ReasoningSplitter.load(DEFAULT_MODEL_ID, ReasoningSpec(parser=parser, budget_tokens=8), tokenizer)
+
+
+@requires_mirror
+def test_a_budget_that_does_not_fit_fails_before_the_engine_starts(tmp_path: Path) -> None:
+    overrides = write_overrides(tmp_path / "overrides.yaml", {"bbq_generate": {"limit": 1}})
+    resources = make_resources(tmp_path / "w.duckdb", overrides)
+    themis = resources["themis"]
+    assert isinstance(themis, ThemisConfig)
+    models = write_thinker(tmp_path, max_model_len=1024, budget_tokens=1000)  # bbq_generate answers in 32 tokens
+    resources["themis"] = ThemisConfig(**themis.model_dump() | {"models_file": str(models)})
+    resources["engine"] = ScriptedEngineResource()
+    loads = ScriptedEngineResource.loads
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITION, [THINKER])
+        result = materialize(evaluation_assets, partition_key=evaluation_key(THINKER, "bbq_generate"),
+                             resources=resources, instance=instance, raise_on_error=False)  # fmt: skip
+    assert not result.success
+    failure = next(event for event in result.all_events if event.is_step_failure)
+    message = str(failure.step_failure_data.error)
+    assert failure.step_key == "raw_responses"
+    assert "reasoning.budget_tokens (1000)" in message and "max_tokens (32" in message and "(1024)" in message
+    assert ScriptedEngineResource.loads == loads  # no engine was built
