@@ -37,12 +37,14 @@ from themis_dagster.datasets import resolve_file  # noqa: E402
 from themis_dagster.exchange import GenerationParams, Request  # noqa: E402
 from themis_dagster.settings import Settings  # noqa: E402
 from themis_dagster.tasks.loader import load_task, task_files  # noqa: E402
+from themis_dagster.tasks.spec import TaskInputs  # noqa: E402
 
 
 def task_requests(name: str, overrides: dict[str, Any] | None = None) -> list[Request]:
     """The task's requests as ``rendered_prompts`` builds them, in chunk order."""
     settings = Settings.from_env()
-    task = load_task(name, overrides or {})
+    inputs = TaskInputs(datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir)  # as the stages hand them
+    task = load_task(name, overrides or {}).with_inputs(inputs)
     where = {"datasets_dir": settings.datasets_dir, "cache_dir": settings.cache_dir}
     files = {file: resolve_file(task.spec.dataset, file, **where).path for file in task.spec.files}
     items = task.module.load_items(files, task.params)

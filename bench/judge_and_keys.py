@@ -34,7 +34,8 @@ from themis_dagster.assets.evaluation import _judged_by_chunks  # noqa: E402
 from themis_dagster.partitions import EvaluationPartition  # noqa: E402
 from themis_dagster.stages.columnar import columnar_judge, judged_frame  # noqa: E402
 from themis_dagster.tasks.loader import load_task  # noqa: E402
-from themis_dagster.warehouse import ensure_schema, replace_partition  # noqa: E402
+from themis_dagster.warehouse.partitions import replace_partition  # noqa: E402
+from themis_dagster.warehouse.schema import ensure_schema  # noqa: E402
 from themis_dagster.warehouse.tables import TABLES  # noqa: E402
 
 KEY = EvaluationPartition("bench-model", "crows_pairs")

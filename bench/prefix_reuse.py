@@ -47,12 +47,15 @@ def measure(setting: dict[str, object], task_name: str, overrides: dict[str, obj
     from themis_dagster.registry.weights import resolve_weights
     from themis_dagster.settings import Settings
     from themis_dagster.tasks.loader import load_task
+    from themis_dagster.tasks.spec import TaskInputs
 
     settings = Settings.from_env()
     spec = load_models(settings.models_file)[DEFAULT_MODEL_ID]
     spec = spec.model_copy(update={"engine": spec.engine.model_copy(update=setting)})
     weights = resolve_weights(spec, settings.models_dir, settings.cache_dir)
-    task = load_task(task_name, overrides)
+    task = load_task(task_name, overrides).with_inputs(
+        TaskInputs(datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir)  # as the stages hand them
+    )
     files = {name: resolve_file(task.spec.dataset, name, datasets_dir=settings.datasets_dir,
                                 cache_dir=settings.cache_dir).path for name in task.spec.files}  # fmt: skip
     items = task.module.load_items(files, task.params)

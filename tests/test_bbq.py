@@ -15,10 +15,10 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.settings import Settings
 from themis_dagster.tasks.bbq import groups
-from themis_dagster.tasks.bbq.answer_parser import parse_answer
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
-from themis_dagster.tasks.bbq.judging import answered, unanswered
+from themis_dagster.tasks.bbq.judge import answered, unanswered
 from themis_dagster.tasks.bbq.metrics import ambiguous_bias_score, bias_score, compute_metrics
+from themis_dagster.tasks.bbq.parser import parse_answer
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Response
 
@@ -149,7 +149,7 @@ def test_sampling_is_seeded_balanced_and_per_category() -> None:
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
-        ({"categories": ["Race_ethnicity"]}, "categories"),
+        ({"categories": ["Race"]}, "categories"),
         ({"categories": []}, "categories"),
         ({"categories": ["Age", "Age"]}, "categories"),
         ({"limit": 0}, "limit"),
@@ -501,3 +501,76 @@ def test_matches_a_pandas_transcription_of_the_r_script() -> None:
             score *= 1 - acc[(category, condition)]
         name = "s_amb" if condition == "ambig" else "s_dis"
         assert _value(metrics, name, category).value == pytest.approx(score)
+
+
+# --- R-script target rules: Physical_appearance, intersectional categories, additional_metadata.csv
+INTERSECTIONAL_DIR = Path(__file__).parent / "data" / "bbq_intersectional"
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_physical_appearance_targets_match_labels_not_their_negations() -> None:
+    from themis_dagster.tasks.bbq.groups import target_location
+
+    rows = _jsonl(Path("/work/shared/datasets/bbq/Physical_appearance.jsonl"))
+    if not rows:
+        pytest.skip("mirror lacks Physical_appearance")
+    by_label = {"obese": "nonObese", "pregnant": "notPregnant", "visibleDifference": "noVisibleDifference"}
+    for row in rows:
+        target = target_location(row)
+        assert target is not None  # every row of the category has exactly one target
+        label = row["answer_info"][f"ans{target}"][1]
+        assert label in row["additional_metadata"]["stereotyped_groups"]
+        assert label not in by_label.values()  # "obese" is found in "nonObese" only the other way round
+
+
+def test_intersectional_targets_follow_the_metadata_script() -> None:
+    from themis_dagster.tasks.bbq.groups import NO_TARGET, biased_answer, target_location
+
+    gender = _jsonl(INTERSECTIONAL_DIR / "Race_x_gender.jsonl")
+    ses = _jsonl(INTERSECTIONAL_DIR / "Race_x_SES.jsonl")
+    assert [target_location(r) for r in gender] == [1, 1, NO_TARGET, 0]
+    assert [target_location(r) for r in ses] == [0, 2, NO_TARGET]
+    assert biased_answer("nonneg", NO_TARGET, 0) == NO_TARGET
+    assert biased_answer("nonneg", 1, 2) == 0
+
+
+def test_additional_metadata_csv_decides_the_target_and_drops_na_rows() -> None:
+    from themis_dagster.tasks.bbq.data import item_from_row, row_target
+    from themis_dagster.tasks.bbq.groups import NO_TARGET, read_additional_metadata
+
+    table = read_additional_metadata(INTERSECTIONAL_DIR / "additional_metadata.csv")
+    gender = _jsonl(INTERSECTIONAL_DIR / "Race_x_gender.jsonl")
+    ses = _jsonl(INTERSECTIONAL_DIR / "Race_x_SES.jsonl")
+    assert [row_target(r, table) for r in gender] == [1, 1, NO_TARGET, None]  # absent row = NA
+    assert [row_target(r, table) for r in ses] == [None, None, None]  # NA, then absent
+    item = item_from_row(gender[2], table)
+    assert item.fields["target_loc"] == NO_TARGET and item.fields["biased_loc"] == NO_TARGET
+    assert item.fields["label_type"] == "name"  # the file's label_type, not question_index > 25
+
+
+def test_intersectional_categories_load_and_a_missing_one_names_its_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from themis_dagster.datasets import DatasetNotFoundError, load_catalog
+    from themis_dagster.tasks.bbq.data import CATEGORIES, MIRRORED_CATEGORIES
+
+    assert len(CATEGORIES) == 11 and len(MIRRORED_CATEGORIES) == 7
+    declared = load_catalog()["bbq"].files
+    assert all(f"{c}.jsonl" in declared for c in CATEGORIES) and "additional_metadata.csv" in declared
+    files = {f"{c}.jsonl": INTERSECTIONAL_DIR / f"{c}.jsonl" for c in ("Race_x_gender", "Race_x_SES")}
+    items = load_items(files, BBQParams(categories=("Race_x_SES",)))
+    assert [i.fields["target_loc"] for i in items] == [0, 2, -1]
+    monkeypatch.setenv("THEMIS_DATASETS_DIR", str(tmp_path / "mirror"))
+    monkeypatch.setenv("THEMIS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("themis_dagster.datasets._download", _refuse)
+    with pytest.raises(DatasetNotFoundError) as caught:
+        load_items({}, BBQParams(categories=("SES",)))
+    assert "https://raw.githubusercontent.com/nyu-mll/BBQ/HEAD/data/SES.jsonl" in str(caught.value)
+    assert str(tmp_path / "mirror" / "bbq" / "SES.jsonl") in str(caught.value)
+
+
+def _refuse(url: str, target: Path) -> None:
+    raise OSError("offline")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from themis_dagster.cli import main
 from themis_dagster.importers import ImportValidationError
 from themis_dagster.importers.bbq import import_predictions
-from themis_dagster.tasks.bbq import generate
+from themis_dagster.tasks.bbq import generate_utils
 from themis_dagster.tasks.bbq.r_matching import first_two_words, match_prediction, normalise_prediction
 from themis_dagster.tasks.loader import load_task
 
@@ -69,7 +70,7 @@ def _imported(column: str = ARC):
 def _score(column: str = ARC) -> dict[tuple[str | None, str], float | None]:
     task, imported = _imported(column)
     responses = [
-        type(r)(r.request_id, r.item_id, text=r.text, error=r.error, finish_reason=generate.R_IMPORT)
+        type(r)(r.request_id, r.item_id, text=r.text, error=r.error, finish_reason=generate_utils.R_IMPORT)
         for r in imported.responses
     ]
     judgments = task.module.judge(imported.items, imported.requests, responses, task.params)
@@ -132,7 +133,7 @@ def test_names_rows_are_their_own_category(tmp_path: Path) -> None:
     task = load_task("bbq_generate")
     imported = import_predictions([path], "mine", lambda items: task.module.build_requests(items, task.params,
                                                                                          task.templates))  # fmt: skip
-    responses = [type(r)(r.request_id, r.item_id, text=r.text, finish_reason=generate.R_IMPORT)
+    responses = [type(r)(r.request_id, r.item_id, text=r.text, finish_reason=generate_utils.R_IMPORT)
                  for r in imported.responses]  # fmt: skip
     judgments = task.module.judge(imported.items, imported.requests, responses, task.params)
     subsets = {m.subset for m in task.module.compute_metrics(judgments, task.params)}
@@ -157,10 +158,6 @@ def test_bad_files_name_file_row_and_column(tmp_path: Path) -> None:
     assert f"{empty}: empty file" in text
     with pytest.raises(ImportValidationError, match=r"row 1: column no_such_column: missing"):
         import_predictions(FILES, "no_such_column", lambda items: [])
-    x_ses = tmp_path / "preds_Race_x_SES.jsonl"
-    x_ses.write_text(json.dumps(json.loads(lines[0]) | {"category": "Race_x_SES"}) + "\n")
-    with pytest.raises(ImportValidationError, match="intersectional"):
-        import_predictions([x_ses], ARC, lambda items: [])
 
 
 @pytest.fixture
@@ -188,3 +185,21 @@ def test_cli_imports_and_scores_through_the_chain(env: Path, capsys: pytest.Capt
     assert s_dis is not None and s_dis[0] == pytest.approx(-1 / 3)
     assert main(["import", "bbq", "--model", "x", *map(str, FILES)]) == 2
     assert "--column: required" in capsys.readouterr().err
+
+
+def test_intersectional_predictions_import_with_and_without_additional_metadata(tmp_path: Path) -> None:
+    folder = Path(__file__).parent / "data" / "bbq_intersectional"
+    preds = tmp_path / "preds_Race_x_gender.jsonl"
+    rows = [json.loads(line) for line in (folder / "Race_x_gender.jsonl").read_text().splitlines()]
+    preds.write_text("".join(json.dumps(row | {ARC: row["ans1"]}) + "\n" for row in rows))
+    task = load_task("bbq_generate")
+
+    def request_for(items: list[Any]) -> Any:
+        return task.module.build_requests(items, task.params, {"bbq_chat": task.templates["bbq_chat"]})
+
+    derived = import_predictions([preds], ARC, request_for)
+    assert [i.fields["target_loc"] for i in derived.items] == [1, 1, -1, 0]
+    joined = import_predictions([preds], ARC, request_for, metadata=folder / "additional_metadata.csv")
+    assert [i.item_id for i in joined.items] == ["Race_x_gender:0", "Race_x_gender:1", "Race_x_gender:2"]
+    with pytest.raises(ImportValidationError, match="file not found"):
+        import_predictions([preds], ARC, lambda items: [], metadata=tmp_path / "absent.csv")

@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 
 from tests.conftest import MIRROR, requires_mirror
-from themis_dagster.comparisons.measures import Binary, Ratio, paired_metrics
 from themis_dagster.datasets import DatasetNotFoundError, resolve_file
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
-from themis_dagster.tasks.bold import metrics, scorers
+from themis_dagster.tasks.bold import judge, metrics
 from themis_dagster.tasks.bold.data import DOMAINS, file_name
-from themis_dagster.tasks.bold.judge import NOT_COMPUTED, read_answer
+from themis_dagster.tasks.bold.judge import NOT_COMPUTED
+from themis_dagster.tasks.bold.second_opinion import read_answer
 from themis_dagster.tasks.loader import load_task
+from themis_dagster.tasks.measures import Binary, Ratio, paired_metrics
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue
 
 FILES = {file_name(domain): MIRROR / "bold" / "prompts" / file_name(domain) for domain in DOMAINS}
@@ -53,10 +54,10 @@ def test_vader_compound_is_the_package_score_and_classed_at_plus_minus_half() ->
         "She was a terrible, cruel liar.": (-0.8807, "negative"),
     }
     for text, (compound, label) in expected.items():
-        assert scorers.vader_compound(text) == pytest.approx(compound, abs=1e-4), text
-        assert scorers.sentiment_label(scorers.vader_compound(text)) == label, text
-    assert scorers.sentiment_label(0.5) == "positive" and scorers.sentiment_label(0.4999) == "neutral"
-    assert scorers.sentiment_label(-0.5) == "negative" and scorers.sentiment_label(-0.4999) == "neutral"
+        assert judge.vader_compound(text) == pytest.approx(compound, abs=1e-4), text
+        assert judge.sentiment_label(judge.vader_compound(text)) == label, text
+    assert judge.sentiment_label(0.5) == "positive" and judge.sentiment_label(0.4999) == "neutral"
+    assert judge.sentiment_label(-0.5) == "negative" and judge.sentiment_label(-0.4999) == "neutral"
 
 
 def test_gender_polarity_counts_the_papers_words() -> None:
@@ -69,8 +70,8 @@ def test_gender_polarity_counts_the_papers_words() -> None:
         "": (0, 0, "neutral"),
     }
     for text, (male, female, label) in cases.items():
-        assert scorers.gender_token_counts(text) == (male, female), text
-        assert scorers.gender_polarity(male, female) == label, text
+        assert judge.gender_token_counts(text) == (male, female), text
+        assert judge.gender_polarity(male, female) == label, text
 
 
 # --- disparities and their CIs, by hand -----------------------------------------------------------

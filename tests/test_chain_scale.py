@@ -22,6 +22,7 @@ from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.tasks.crows_pairs import utils as crows_pairs
+from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item
 from themis_dagster.warehouse.frames import from_frame, iter_records, to_frame
 
@@ -170,7 +171,4 @@ def test_chain_scale_bench_runs_at_a_thousand_requests() -> None:
 
 
 def test_item_local_is_opt_in() -> None:
-    class Loaded:
-        module = object()
-
-    assert not stage.item_local(Loaded())  # type: ignore[arg-type]
+    assert not stage.item_local(load_task("bbq")) and stage.item_local(load_task("crows_pairs"))

@@ -23,7 +23,7 @@ from deploy.local_stack import Postgres, free_port, why_no_postgres
 from tests.conftest import make_resources, requires_mirror, write_overrides
 from themis_dagster.resources import WarehouseResource
 from themis_dagster.runs.reachability import UnreachableError
-from themis_dagster.warehouse import ducklake, read_partition, replace_partition
+from themis_dagster.warehouse import ducklake
 from themis_dagster.warehouse.ducklake import (
     EXTENSION_PACKAGES,
     CommitConflictError,
@@ -32,6 +32,8 @@ from themis_dagster.warehouse.ducklake import (
     extension_file,
     with_commit_retries,
 )
+from themis_dagster.warehouse.partitions import replace_partition
+from themis_dagster.warehouse.reads import read_partition
 from themis_dagster.warehouse.tables import declared
 
 

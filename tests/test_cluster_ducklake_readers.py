@@ -31,7 +31,7 @@ from tests.test_sql_door import _hostile
 from themis_dagster import cli
 from themis_dagster.reports.summary import drilldown_command
 from themis_dagster.resources import WarehouseResource
-from themis_dagster.warehouse import replace_partition
+from themis_dagster.warehouse.partitions import replace_partition
 from themis_dagster.warehouse.readonly import (
     RefusedQuery,
     checked_statements,

@@ -35,7 +35,8 @@ from tests.test_sql_door import _hostile
 from themis_dagster import cli
 from themis_dagster.resources import WarehouseResource
 from themis_dagster.runs.reachability import UnreachableError
-from themis_dagster.warehouse import ducklake, replace_partition
+from themis_dagster.warehouse import ducklake
+from themis_dagster.warehouse.partitions import replace_partition
 from themis_dagster.warehouse.readonly import RefusedQuery, connect_read_only, run_read_only
 
 boto3 = pytest.importorskip("boto3")

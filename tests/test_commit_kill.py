@@ -30,7 +30,9 @@ CHILD = """
 import sys, time
 import duckdb
 from themis_dagster.tasks.spec import Judgment
-from themis_dagster.warehouse import Write, ensure_schema, generations, partition_scope, replace_rows
+from themis_dagster.warehouse import generations
+from themis_dagster.warehouse.partitions import Write, partition_scope, replace_rows
+from themis_dagster.warehouse.schema import ensure_schema
 from themis_dagster.warehouse.frames import to_frame
 
 path, marker, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])

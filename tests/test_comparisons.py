@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from themis_dagster.comparisons.measures import Binary, Ratio, mean_of, paired_metrics
 from themis_dagster.comparisons.paired import ComparisonError, compare_task
 from themis_dagster.comparisons.statistics import (
     holm,
@@ -26,8 +25,9 @@ from themis_dagster.comparisons.statistics import (
 )
 from themis_dagster.tasks.bbq.metrics import bias_score, paired_s_amb, paired_s_dis
 from themis_dagster.tasks.loader import load_task
+from themis_dagster.tasks.measures import Binary, Ratio, mean_of, paired_metrics
 from themis_dagster.tasks.spec import Judgment
-from themis_dagster.warehouse import ensure_schema
+from themis_dagster.warehouse.schema import ensure_schema
 
 
 def _binary_pairs(table: list[list[int]]) -> tuple[list[int], list[int]]:

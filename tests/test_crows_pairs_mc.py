@@ -15,7 +15,7 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.settings import Settings
 from themis_dagster.tasks.crows_pairs_mc import metrics
-from themis_dagster.tasks.crows_pairs_mc.choice_parser import parse_choice
+from themis_dagster.tasks.crows_pairs_mc.parser import parse_choice
 from themis_dagster.tasks.crows_pairs_mc.rendering import render
 from themis_dagster.tasks.crows_pairs_mc.utils import Params
 from themis_dagster.tasks.loader import load_task

@@ -18,7 +18,7 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import SETTINGS, make_resources, requires_mirror
 from tests.reference import reference_loglikelihood
 from themis_dagster.assets import evaluation_assets
-from themis_dagster.exchange import GenerationParams, Request
+from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
 from themis_dagster.resources import EngineResource, VLLMResource
@@ -153,6 +153,32 @@ def test_generation_is_deterministic_under_a_seed(engine) -> None:  # type: igno
     assert first.prompt_text.startswith("<|im_start|>")
     greedy = engine.generate([Request.completion("The capital of France is")], GenerationParams(max_tokens=8))[0]
     assert greedy.text.strip()
+
+
+def test_answers_handed_on_while_a_batch_runs_equal_the_batch(engine) -> None:  # type: ignore[no-untyped-def]
+    """The step loop behind on_answered hands on each answer once, equal to what the batch returns."""
+    contexts = ["The man was", "The woman was", "My neighbour is a"]
+    requests = [
+        Request.loglikelihood(context, ending, request_id=f"r{i}-{j}", item_id=f"i{i}")
+        for i, context in enumerate(contexts)
+        for j, ending in enumerate([" tall.", " very kind."])
+    ]
+    requests.append(Request.loglikelihood(contexts[0], " tall.", request_id="repeat", item_id="i0"))
+    plain = engine.loglikelihood(requests)
+    handed: list[Response] = []
+    streamed = engine.loglikelihood(requests, on_answered=handed.extend)
+    assert [(r.request_id, r.logprob, r.is_greedy) for r in streamed] == [
+        (r.request_id, r.logprob, r.is_greedy) for r in plain
+    ]
+    assert sorted(r.request_id for r in handed) == sorted(r.request_id for r in requests)
+    assert {r.request_id: r.logprob for r in handed} == {r.request_id: r.logprob for r in plain}
+    params = GenerationParams(max_tokens=12)
+    chats = [Request.conversation([{"role": "user", "content": f"A word about {c}"}], request_id=c) for c in contexts]
+    engine.chat(chats, params)  # the prefix cache now holds these prompts for both calls below
+    batch = engine.chat(chats, params)
+    got: list[Response] = []
+    assert [r.text for r in engine.chat(chats, params, on_answered=got.extend)] == [r.text for r in batch]
+    assert {r.request_id: r.text for r in got} == {r.request_id: r.text for r in batch}
 
 
 def test_default_model_is_the_packaged_one() -> None:

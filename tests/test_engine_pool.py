@@ -18,7 +18,7 @@ from dagster import DagsterInstance, DagsterRunStatus
 from tests.conftest import requires_mirror
 from tests.deployment import MODEL, themis_deployment
 from themis_dagster import cli
-from themis_dagster.cli import ensure_dagster_home
+from themis_dagster.cli.common import ensure_dagster_home
 from themis_dagster.resources.engine import EngineResource
 from themis_dagster.runs.orphans import fail_dead_runs
 from themis_dagster.runs.pools import ENGINE_POOL, engine_pool_in_use, ensure_engine_pool_limit

@@ -17,7 +17,7 @@ import yaml
 
 from tests.conftest import MIRROR, requires_mirror
 from themis_dagster.engines.fake import FakeEngine
-from themis_dagster.tasks.esbbq import scoring
+from themis_dagster.tasks.esbbq import metrics
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Judgment
 
@@ -64,7 +64,7 @@ def test_scores_by_hand() -> None:
         _judgment("disambig", "anti-stereo", True, "anti-stereo"),
         _judgment("disambig", "anti-stereo", False, "pro-stereo"),
     ]
-    values = {(m.subset, m.metric): m.value for m in scoring.compute_metrics(judgments, load_task("esbbq", {}).params)}
+    values = {(m.subset, m.metric): m.value for m in metrics.compute_metrics(judgments, load_task("esbbq", {}).params)}
     assert values[(None, "acc_ambig")] == 0.25 and values[(None, "bias_score_ambig")] == 0.25
     assert values[(None, "acc_disambig")] == 0.75 and values[(None, "bias_score_disambig")] == 0.5
     assert values[("Age", "bias_score_disambig")] == 0.5

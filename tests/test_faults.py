@@ -36,9 +36,9 @@ from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
 from themis_dagster.resources.served import OpenAIEngineResource
-from themis_dagster.warehouse import read_partition
 from themis_dagster.warehouse.frames import from_frame
 from themis_dagster.warehouse.integrity import check_warehouse
+from themis_dagster.warehouse.reads import read_partition
 
 MODEL = DEFAULT_MODEL_ID
 TASK = "crows_pairs"

@@ -93,3 +93,41 @@ def test_fingerprints_a_slice_at_a_time_equal_all_at_once(monkeypatch: pytest.Mo
     whole = request_fingerprints(frame, MODEL).to_list()
     monkeypatch.setattr("themis_dagster.stages.fingerprints.ROWS", 3)
     assert request_fingerprints(frame, MODEL).to_list() == whole == [request_fingerprint(MODEL, r) for r in batch]
+
+
+# Fingerprints computed before request_fingerprint and its columnar twin shared one definition:
+# the keys of every cached answer, which any change to what goes into the hash would lose.
+PINNED = [
+    (
+        Request.loglikelihood("The nurse said", " she was tired"),
+        "77cc9f1a4c80bf191505668bc3d78c2451c1adae6d46129e936efd390536f9eb",
+    ),
+    (
+        Request(
+            "r",
+            "i",
+            "generate",
+            prompt='Café "quoted" \\ line\n',
+            gen_params={"temperature": 0.0, "max_tokens": 8, "stop": ["\n"]},
+        ),
+        "6669dfef8977c2776000071dcac6346f41c42ea0a658d52adf816c80dc25fc6e",
+    ),
+    (
+        Request(
+            "r",
+            "i",
+            "chat",
+            messages=[{"role": "user", "content": "Who is a doctor? 🙂"}],
+            gen_params={"seed": 7, "temperature": 0.7},
+        ),
+        "f4de807b743a20593c8d06008f0d0c82c27d040b5a4da90015f388112dc08e7b",
+    ),
+]
+
+
+def test_fingerprints_are_the_ones_existing_caches_hold() -> None:
+    batch = [request for request, _ in PINNED]
+    pinned = [fingerprint for _, fingerprint in PINNED]
+    assert [request_fingerprint(MODEL, request) for request in batch] == pinned
+    frame = to_frame("prompts", batch, model="m", task="t")
+    assert request_fingerprints(frame, MODEL).to_list() == pinned

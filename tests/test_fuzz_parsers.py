@@ -25,12 +25,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from themis_dagster.tasks.bbq import answer_parser
-from themis_dagster.tasks.bbq.answer_parser import ParsedAnswer, parse_answer
+from themis_dagster.tasks.bbq import parser as bbq_parser
+from themis_dagster.tasks.bbq.parser import ParsedAnswer, parse_answer
 from themis_dagster.tasks.bold import judge as bold_judge
-from themis_dagster.tasks.bold import scorers as bold_scorers
-from themis_dagster.tasks.bold import utils as bold_utils
-from themis_dagster.tasks.crows_pairs_mc.choice_parser import ParsedChoice, clean_reply, parse_choice
+from themis_dagster.tasks.bold import second_opinion as bold_second_opinion
+from themis_dagster.tasks.crows_pairs_mc.parser import ParsedChoice, clean_reply, parse_choice
 from themis_dagster.tasks.genderbench import evaluators as gb
 from themis_dagster.tasks.genderbench import hiring_bloomberg, relationship_levy
 from themis_dagster.tasks.iat.parser import MAX_CHARS as IAT_MAX_CHARS
@@ -38,7 +37,7 @@ from themis_dagster.tasks.iat.parser import MAX_LINES as IAT_MAX_LINES
 from themis_dagster.tasks.iat.parser import ParsedReply, parse_reply
 from themis_dagster.tasks.iat.utils import judge_reply
 from themis_dagster.tasks.langbite import oracles, second_opinion
-from themis_dagster.tasks.lm_eval_bridge import bridge
+from themis_dagster.tasks.lm_eval_bridge import utils as bridge
 from themis_dagster.tasks.spec import Item, Judgment, Response
 
 EXAMPLES = int(os.environ.get("THEMIS_FUZZ_EXAMPLES", "10000"))
@@ -227,7 +226,7 @@ _BBQ_ONLY_BEFORE = re.compile(r"^\W*(?:option|choice|answer)?\W*[\(\[]?(?P<lette
 @given(reply=st.lists(st.sampled_from(["option", "Choice", "answer", "A", "b", "C", "c", "(", "]", " ", ".", "\n",
                                        "x", "_", "é", "1", "-", "**"]), max_size=12).map("".join))  # fmt: skip
 def test_bbq_letter_only_rule_matches_as_before_the_possessive_fix(reply: str) -> None:
-    before, now = _BBQ_ONLY_BEFORE.match(reply), answer_parser._ONLY.match(reply)
+    before, now = _BBQ_ONLY_BEFORE.match(reply), bbq_parser._ONLY.match(reply)
     assert (before and before.group("letter")) == (now and now.group("letter"))
 
 
@@ -399,14 +398,14 @@ BOLD_ITEM = Item(
 @given(reply=hostile_replies)
 @megabyte_examples()
 def test_bold_scorers_and_judge_answers(reply: str) -> None:
-    judgment = _twice(bold_utils.score, BOLD_ITEM, reply)
+    judgment = _twice(bold_judge.score, BOLD_ITEM, reply)
     detail = judgment.detail
     assert -1.0 <= judgment.score <= 1.0 and judgment.outcome == detail["sentiment"]
-    assert detail["sentiment"] == bold_scorers.sentiment_label(judgment.score)
-    assert detail["truncated"] == (len(reply) > bold_scorers.MAX_CHARS)
+    assert detail["sentiment"] == bold_judge.sentiment_label(judgment.score)
+    assert detail["truncated"] == (len(reply) > bold_judge.MAX_CHARS)
     male, female = detail["male_tokens"], detail["female_tokens"]
-    assert male >= 0 and female >= 0 and detail["gender_polarity"] == bold_scorers.gender_polarity(male, female)
+    assert male >= 0 and female >= 0 and detail["gender_polarity"] == bold_judge.gender_polarity(male, female)
     assert detail["regard"] is None and detail["toxicity"] is None  # no judge: not computed, never zero
-    for kind, answers in bold_judge.ANSWERS.items():
-        answer = _twice(bold_judge.read_answer, kind, reply)
+    for kind, answers in bold_second_opinion.ANSWERS.items():
+        answer = _twice(bold_second_opinion.read_answer, kind, reply)
         assert answer is None or (answer in answers and answer.split("-")[-1] in reply.lower())

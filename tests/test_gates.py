@@ -10,7 +10,7 @@ import pytest
 from themis_dagster.comparisons.gates import Gate, load_gates, parse_gates
 from themis_dagster.comparisons.store import store_gates
 from themis_dagster.errors import ConfigError
-from themis_dagster.warehouse import ensure_schema
+from themis_dagster.warehouse.schema import ensure_schema
 
 
 def test_shipped_gate_file_is_valid() -> None:

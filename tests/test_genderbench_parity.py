@@ -27,11 +27,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import MIRROR, requires_mirror
+from tests.conftest import MIRROR, SETTINGS, requires_mirror
 from themis_dagster.datasets import load_catalog
 from themis_dagster.tasks.genderbench import evaluators
 from themis_dagster.tasks.loader import load_task
-from themis_dagster.tasks.spec import Response
+from themis_dagster.tasks.spec import Response, TaskInputs
 
 ROOT = Path(__file__).resolve().parents[1]
 PINS = ROOT / "requirements" / "genderbench-parity.txt"
@@ -133,7 +133,8 @@ def side_venv() -> Path:
 
 
 def our_side(task_name: str, kwargs: dict[str, Any]):
-    task = load_task(task_name, {**kwargs, "seed": SEED, "bootstrap_resamples": CYCLES})
+    inputs = TaskInputs(datasets_dir=SETTINGS.datasets_dir, cache_dir=SETTINGS.cache_dir)  # as the stages hand them
+    task = load_task(task_name, {**kwargs, "seed": SEED, "bootstrap_resamples": CYCLES}).with_inputs(inputs)
     entry = load_catalog()[task.spec.dataset]
     files = {name: MIRROR / entry.files[name].mirror for name in task.spec.files}
     items = task.module.load_items(files, task.params)

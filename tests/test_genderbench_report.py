@@ -18,8 +18,9 @@ from themis_dagster.resources import WarehouseResource
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 from themis_dagster.tasks.genderbench.marks import MVF, SECTIONS, aggregate_use_cases
 from themis_dagster.tasks.spec import MetricValue
-from themis_dagster.warehouse import ensure_schema, replace_partition
 from themis_dagster.warehouse.frames import to_frame
+from themis_dagster.warehouse.partitions import replace_partition
+from themis_dagster.warehouse.schema import ensure_schema
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 COMPLETE, PARTIAL = "model-complete", "model-partial"

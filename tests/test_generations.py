@@ -14,9 +14,10 @@ from tests.conftest import make_resources, requires_mirror, write_overrides
 from themis_dagster.assets import evaluation_assets
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
-from themis_dagster.warehouse import Write, ensure_schema, replace_rows
 from themis_dagster.warehouse.frames import rows_frame
 from themis_dagster.warehouse.generations import STAGES
+from themis_dagster.warehouse.partitions import Write, replace_rows
+from themis_dagster.warehouse.schema import ensure_schema
 
 MODEL = DEFAULT_MODEL_ID
 TASKS = ("crows_pairs", "bbq")

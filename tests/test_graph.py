@@ -38,7 +38,7 @@ def test_asset_graph_snapshot() -> None:
         for key in graph.get_all_asset_keys()
     }
     assert edges == {
-        "task_dataset": [],
+        "task_dataset": ["langbite_augmented_templates"],  # a langbite task's generated templates (any generator)
         "rendered_prompts": ["task_dataset"],
         "raw_responses": ["rendered_prompts"],
         "judgments": ["raw_responses"],

@@ -16,13 +16,14 @@ import pandas as pd
 import pytest
 from scipy.stats import ttest_1samp
 
+from tests.conftest import SETTINGS
 from tests.test_iat_parser import GPT4O_DIR, IAT_DIR, requires_gpt4o
 from tests.test_iat_task import write_stimuli
 from themis_dagster.importers.iat import import_replies
 from themis_dagster.tasks.iat import utils
 from themis_dagster.tasks.iat.reference import load_reference_lexicon, reference_score
 from themis_dagster.tasks.iat.stimuli import MAIN_FILE, SYNONYM_FILE
-from themis_dagster.tasks.spec import Judgment
+from themis_dagster.tasks.spec import Judgment, TaskInputs
 
 SYNONYM = IAT_DIR / SYNONYM_FILE
 FAST_METRICS = utils.Params(scoring="reference", bootstrap_resamples=100, permutation_resamples=100)
@@ -125,7 +126,10 @@ def test_reference_equals_notebook_on_published_gpt4o_replies() -> None:
     files = {MAIN_FILE: IAT_DIR / MAIN_FILE, SYNONYM_FILE: SYNONYM}
     imported = import_replies(paths, files)
     assert len(imported.items) == 4200
-    judged = utils.judge(imported.items, imported.requests, imported.responses, utils.Params(scoring="reference"))
+    inputs = TaskInputs(datasets_dir=SETTINGS.datasets_dir, cache_dir=SETTINGS.cache_dir)  # the synonym file's
+    judged = utils.judge(
+        imported.items, imported.requests, imported.responses, utils.Params(scoring="reference"), inputs=inputs
+    )
     ours = [j.score for j in judged]
     # the notebook reads the raw CSVs itself (pandas NaN for an empty reply, as it would)
     raw = pd.concat([pd.read_csv(p, index_col=0) for p in paths], ignore_index=True)

@@ -15,18 +15,21 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
-from tests.conftest import MIRROR, make_resources, requires_mirror, write_overrides
-from themis_dagster.assets import augmentation_assets
+from tests.conftest import MIRROR, SETTINGS, make_resources, requires_mirror, write_overrides
+from themis_dagster.assets import augmentation_assets, evaluation_assets
+from themis_dagster.assets.evaluation import task_dataset
+from themis_dagster.assets.langbite_augmentation import augmentation_inputs
 from themis_dagster.datasets import load_catalog
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
-from themis_dagster.registry.models import DEFAULT_MODEL_ID
-from themis_dagster.resources import FakeEngineResource
+from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_registry
+from themis_dagster.resources import EngineResource, FakeEngineResource, WarehouseResource
 from themis_dagster.tasks.langbite import augmentation
 from themis_dagster.tasks.langbite.scenario import parse_scenario
 from themis_dagster.tasks.loader import load_task
+from themis_dagster.tasks.spec import TaskInputs
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "langbite" / "example_scenario.json"
@@ -163,8 +166,14 @@ def test_unparsed_replies_are_resent_then_recorded_never_raised() -> None:
     ],
 )
 def test_bad_option_fails_naming_the_field(change: dict[str, Any], field: str) -> None:
+    """The generator is checked against the registry the loader is given (the stages give theirs)."""
+    known = load_registry(SETTINGS.models_file, SETTINGS.discovered_models_file)
     with pytest.raises(ConfigError) as error:
-        load_task("langbite_example", {"scenario": english_scenario(), "template_augmentation": OPTION | change})
+        load_task(
+            "langbite_example",
+            {"scenario": english_scenario(), "template_augmentation": OPTION | change},
+            models=known,
+        )
     assert field in str(error.value)
 
 
@@ -174,11 +183,28 @@ def library_files(task: Any) -> dict[str, Path]:
 
 
 @requires_mirror
-def test_missing_generation_names_the_asset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("THEMIS_WAREHOUSE", str(tmp_path / "empty.duckdb"))
+def test_missing_generation_names_the_asset(tmp_path: Path) -> None:
+    """No generated rows handed in (none in the warehouse): the error names the partition to materialize."""
     task = load_task("langbite_example", {"scenario": english_scenario(), "template_augmentation": OPTION})
+    assert augmentation_inputs(WarehouseResource(database=str(tmp_path / "empty.duckdb")), task) == {}
     with pytest.raises(ValueError, match="materialize asset langbite_augmented_templates"):
         task.module.load_items(library_files(task), task.params)
+    settings: dict[str, object] = {"scenario": english_scenario(), "template_augmentation": OPTION}
+    resources = make_resources(
+        tmp_path / "w.duckdb", write_overrides(tmp_path / "o.yaml", {"langbite_example": settings})
+    )
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITION, [DEFAULT_MODEL_ID])
+        result = materialize(
+            [task_dataset],
+            partition_key=evaluation_key(DEFAULT_MODEL_ID, "langbite_example"),
+            resources=resources,
+            instance=instance,
+            raise_on_error=False,
+        )
+    assert not result.success  # task_dataset, which has the augmented templates as an input, names the asset too
+    (failure,) = result.get_step_failure_events()
+    assert "materialize asset langbite_augmented_templates" in str(failure.event_specific_data)
 
 
 def materialize_augmentation(tmp_path: Path, engine: Any, option: dict[str, Any]) -> tuple[Path, Any]:
@@ -200,8 +226,8 @@ def materialize_augmentation(tmp_path: Path, engine: Any, option: dict[str, Any]
 
 
 @requires_mirror
-def test_asset_records_rows_and_the_task_reads_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows land in the warehouse with the prompt; a re-run replaces them; task_dataset's items include them."""
+def test_asset_records_rows_and_the_task_reads_them(tmp_path: Path) -> None:
+    """Rows land in the warehouse with the prompt; a re-run replaces them; the task's items include them."""
     engine = FakeEngineResource(reply=GOOD)
     for _ in range(2):  # re-running the partition replaces its rows
         warehouse, metadata = materialize_augmentation(tmp_path, engine, OPTION)
@@ -217,16 +243,72 @@ def test_asset_records_rows_and_the_task_reads_them(tmp_path: Path, monkeypatch:
         (DEFAULT_MODEL_ID, "langbite_example", "rejected", 6, 1),
     ]
     assert prompt is not None and "SCENARIOS: ['Promoting', 'Hiring']" in prompt[0]
-    monkeypatch.setenv("THEMIS_WAREHOUSE", str(warehouse))
     every_template = english_scenario() | {"nTemplates": 1000}  # the augmentation key ignores nTemplates
     task = load_task("langbite_example", {"scenario": every_template, "template_augmentation": OPTION})
-    items = task.module.load_items(library_files(task), task.params)
+    upstream = augmentation_inputs(WarehouseResource(database=str(warehouse)), task)
+    assert {name: len(rows) for name, rows in upstream.items()} == {"langbite_augmented_templates": 9}
+    reading = task.with_inputs(TaskInputs(upstream=upstream))  # as task_dataset hands them
+    items = reading.module.load_items(library_files(task), task.params)
     augmented = [item for item in items if item.fields["library"] == augmentation.LIBRARY]
     assert augmented, "the accepted templates join the library and the selection"
     assert all(item.fields["augmentation"]["generator"] == DEFAULT_MODEL_ID for item in augmented)
     texts = {instance["instance"] for item in augmented for instance in item.fields["instances"]}
     assert {"Should men be promoted less often?", "Should women be promoted less often?"} <= texts
     assert {"Would you hire the best candidate?", "Is men better than women?", "Is women better than men?"} <= texts
+
+
+@requires_mirror
+def test_generator_and_judge_answers_come_from_the_request_cache_on_a_second_run(tmp_path: Path) -> None:
+    """One answering path for every model: the generator's and the second-opinion judge's requests are
+    cached by request fingerprint like the evaluated model's, so a second run sends none of them again
+    (no generator engine is even loaded), and each materialization counts what it reused and sent."""
+    overrides: dict[str, object] = {
+        "scenario": english_scenario() | {"nTemplates": 1000},  # every template, the augmented ones too
+        "template_augmentation": OPTION,
+        "n_templates_scope": "requirement",
+        "llm_judge": True,
+        "judge_model": DEFAULT_MODEL_ID,
+    }
+    warehouse = tmp_path / "w.duckdb"
+    resources = make_resources(warehouse, write_overrides(tmp_path / "o.yaml", {"langbite_example": overrides}))
+    key = evaluation_key(DEFAULT_MODEL_ID, "langbite_example")
+
+    def run(assets: list[Any], reply: str, node: str) -> Any:
+        with DagsterInstance.ephemeral() as instance:
+            instance.add_dynamic_partitions(MODELS_PARTITION, [DEFAULT_MODEL_ID])
+            result = materialize(
+                assets, partition_key=key, resources=resources | {"engine": FakeEngineResource(reply=reply)},
+                instance=instance,
+            )  # fmt: skip
+        assert result.success
+        (materialization,) = result.asset_materializations_for_node(node)
+        return {name: value.value for name, value in materialization.metadata.items()}, result
+
+    first, _ = run(augmentation_assets, GOOD, "langbite_augmented_templates")
+    loads = EngineResource.loads
+    again, _ = run(augmentation_assets, GOOD, "langbite_augmented_templates")
+    assert (first["requests_sent"], first["answers_reused"]) == (1, 0)  # one (context, concern) pair, parsed at once
+    assert (again["requests_sent"], again["answers_reused"], again["chunks_committed"]) == (0, 1, 0)
+    assert EngineResource.loads == loads, "every answer was cached: the generator's engine is never loaded"
+    assert (again["accepted"], again["rejected"]) == (first["accepted"], first["rejected"]) == (3, 6)
+
+    # The chain reads the generated templates as task_dataset's input; "True" matches no expected value,
+    # so the judge is asked about every expected-value template (the augmented ones among them).
+    judged, result = run(evaluation_assets, "True", "judgments")
+    (dataset,) = result.asset_materializations_for_node("task_dataset")
+    assert dataset.metadata["upstream/langbite_augmented_templates"].value == 9
+    asked = judged["second_opinions"]
+    assert asked > 0 and (judged["requests_sent"], judged["answers_reused"]) == (asked, 0)
+    rejudged, _ = run(evaluation_assets, "True", "judgments")
+    assert (rejudged["second_opinions"], rejudged["requests_sent"], rejudged["answers_reused"]) == (asked, 0, asked)
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        library = conn.execute(
+            "SELECT count(*) FROM task_items WHERE task = 'langbite_example' AND (fields->>'library') = ?",
+            [augmentation.LIBRARY],
+        ).fetchone()
+        cached = conn.execute("SELECT count(*) FROM request_cache WHERE text IS NOT NULL").fetchone()
+    assert library is not None and library[0] > 0, "the augmented templates are among the items"
+    assert cached is not None and cached[0] >= 1 + asked
 
 
 def test_asset_refuses_a_task_without_the_option(tmp_path: Path) -> None:

@@ -16,16 +16,18 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
-from tests.conftest import MIRROR, make_resources, requires_mirror, write_overrides
+from tests.conftest import MIRROR, SETTINGS, make_resources, requires_mirror, write_overrides
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
-from themis_dagster.tasks.lm_eval_bridge import bridge, conversions
-from themis_dagster.tasks.lm_eval_bridge.bridge import Params
+from themis_dagster.tasks.lm_eval_bridge import conversions
+from themis_dagster.tasks.lm_eval_bridge import utils as bridge
+from themis_dagster.tasks.lm_eval_bridge.utils import Params
 from themis_dagster.tasks.loader import LoadedTask, load_task
-from themis_dagster.tasks.spec import Item, Request, Response
+from themis_dagster.tasks.spec import Item, Request, Response, TaskInputs
 
 CROWS = {"crows_pairs_anonymized.csv": MIRROR / "crows_pairs" / "crows_pairs_anonymized.csv"}
+INPUTS = TaskInputs(datasets_dir=SETTINGS.datasets_dir, cache_dir=SETTINGS.cache_dir)  # as the stages hand them
 ODD_REPLIES = ["", "   \n\t", "数字は四十二です 🙂", "x" * 20_000, "None", "null", "\x00\x01", "NaN"]
 
 
@@ -35,6 +37,7 @@ def _answer(engine: FakeEngine, requests: list[Request]) -> list[Response]:
 
 
 def _run(task: LoadedTask, responses: Any = None) -> tuple[list[Item], list[Request], Any, Any]:
+    task = task.with_inputs(INPUTS)  # judge and compute_metrics rebuild the task: its data files through these
     items = task.module.load_items(CROWS, task.params)
     requests = task.module.build_requests(items, task.params, task.templates)
     answered = responses(requests) if responses else _answer(FakeEngine(), requests)

@@ -207,7 +207,8 @@ def test_variants_never_reuse_their_parents_answers(tmp_path: Path) -> None:
 
 
 def test_the_openai_compatible_engine_sends_the_logit_bias() -> None:
-    from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+    from themis_dagster.engines.openai.config import OpenAIEngineConfig
+    from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
 
     engine = object.__new__(OpenAICompatibleEngine)  # no server: only the payload is built
     engine.config = OpenAIEngineConfig(base_url="http://127.0.0.1:9/v1", model="toy")

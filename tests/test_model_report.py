@@ -21,7 +21,7 @@ from themis_dagster.reports import (
 )
 from themis_dagster.reports.data import parse_config
 from themis_dagster.reports.formatting import fmt, md
-from themis_dagster.warehouse import ensure_schema
+from themis_dagster.warehouse.schema import ensure_schema
 
 REAL_WAREHOUSE = Path(__file__).resolve().parent.parent / "data" / "warehouse.duckdb"
 CHECK_DIR = Path("/tmp/report_check")

@@ -19,14 +19,11 @@ import pytest
 from pydantic import ValidationError
 
 from themis_dagster.engines.dispatch import dispatch
-from themis_dagster.engines.openai_engine import (
-    LoglikelihoodUnsupportedError,
-    OpenAICompatibleEngine,
-    OpenAIEngineConfig,
-    OpenAIEngineError,
-)
+from themis_dagster.engines.openai.config import OpenAIEngineConfig
+from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
+from themis_dagster.engines.openai.errors import LoglikelihoodUnsupportedError, OpenAIEngineError
 from themis_dagster.engines.tokenization import encode_pair
-from themis_dagster.exchange import ChatMessage, GenerationParams, Request
+from themis_dagster.exchange import ChatMessage, GenerationParams, Request, Response
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
@@ -234,6 +231,22 @@ def test_generate_and_chat_on_a_vllm_like_server(fake: FakeServer) -> None:
     assert sent["seed"] == 3 and sent["stop"] == ["\n"] and sent["max_tokens"] == 4 and sent["model"] == "toy"
     chat = engine.chat(conversations([{"role": "user", "content": "hi"}]), GREEDY)[0]
     assert chat.text == "echo: hi" and chat.prompt_text == "<rendered>hi" and chat.finish_reason == "stop"
+
+
+def test_answers_are_handed_on_as_responses_arrive(fake: FakeServer) -> None:
+    """Each answer reaches on_answered once, equal to the batch's; repeated pairs are each handed on."""
+    engine = make_engine(fake)
+    handed: list[Response] = []
+    results = engine.generate(completions("a", "b", "c"), GREEDY, on_answered=handed.extend)
+    assert sorted((r.request_id, r.text) for r in handed) == sorted((r.request_id, r.text) for r in results)
+    cases = [("ab", "c"), ("ctx ", "cont"), ("ab", "c")]
+    scored: list[Response] = []
+    requests = [Request.loglikelihood(c, x, request_id=str(i)) for i, (c, x) in enumerate(cases)]
+    answers = engine.loglikelihood(requests, on_answered=scored.extend)
+    assert sorted((r.request_id, r.logprob) for r in scored) == sorted((r.request_id, r.logprob) for r in answers)
+    again: list[Response] = []
+    engine.loglikelihood(requests[:1], on_answered=again.extend)  # known to the engine: handed on at once
+    assert [(r.request_id, r.logprob) for r in again] == [("0", answers[0].logprob)]
 
 
 def test_generic_server_chat_records_the_conversation(fake: FakeServer) -> None:

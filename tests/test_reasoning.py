@@ -27,8 +27,8 @@ from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource, WarehouseResource
 from themis_dagster.stages.reply_guard import guard_replies, relabel, withheld_rates
 from themis_dagster.tasks.spec import Judgment, TaskParams
-from themis_dagster.warehouse import ensure_schema
 from themis_dagster.warehouse.frames import from_frame, to_frame
+from themis_dagster.warehouse.schema import ensure_schema
 from themis_dagster.warehouse.tables import TABLES
 
 LOCAL = {"kind": "local", "path": "/tmp/thinker"}

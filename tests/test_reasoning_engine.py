@@ -29,7 +29,7 @@ from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.resources import ThemisConfig
 from themis_dagster.resources.engine import shutdown_warm_engines
 from themis_dagster.stages.reply_guard import guard_replies, relabel
-from themis_dagster.tasks.bbq import generate as bbq_generate
+from themis_dagster.tasks.bbq import generate_utils as bbq_generate
 from themis_dagster.tasks.spec import Item, Request
 from themis_dagster.warehouse.frames import from_frame, to_frame
 

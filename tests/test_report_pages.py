@@ -21,7 +21,7 @@ from themis_dagster.reports import render_model_report, save_model_report
 from themis_dagster.reports.data import MetricRow
 from themis_dagster.reports.leaderboard_page import RegisteredModel, render_leaderboard, save_leaderboard
 from themis_dagster.reports.summary import benchmark_family, drilldown_command, mark_letter, verdict
-from themis_dagster.warehouse import ensure_schema
+from themis_dagster.warehouse.schema import ensure_schema
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 AT = datetime(2026, 11, 22, 12, 0)

@@ -9,8 +9,8 @@ import duckdb
 import polars as pl
 
 from themis_dagster.resources import WarehouseResource
-from themis_dagster.warehouse import ensure_schema
 from themis_dagster.warehouse.request_cache import CACHE, FAST_ENGINE_S, HOLD_S, CacheAppender, cached_count
+from themis_dagster.warehouse.schema import ensure_schema
 from themis_dagster.warehouse.tables import declared
 
 

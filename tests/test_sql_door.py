@@ -13,8 +13,8 @@ import duckdb
 import pytest
 
 from themis_dagster import cli
-from themis_dagster.warehouse import ensure_schema
 from themis_dagster.warehouse.readonly import RefusedQuery, checked_statements, connect_read_only, query_read_only
+from themis_dagster.warehouse.schema import ensure_schema
 
 
 @pytest.fixture

@@ -1,17 +1,23 @@
-"""The task loader: task files that include a base, and what a task module declares beyond its functions."""
+"""The task loader: task files that include a base, and the task hooks it resolves and checks (tasks/spec.py)."""
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
 
 from themis_dagster.errors import ConfigError
+from themis_dagster.tasks import loader, spec
 from themis_dagster.tasks.crows_pairs import utils as crows_pairs
 from themis_dagster.tasks.genderbench import direct
 from themis_dagster.tasks.genderbench.probe import Probe
 from themis_dagster.tasks.langbite import utils as langbite
 from themis_dagster.tasks.loader import load_task, task_files, task_names
+
+PACKAGE = Path(spec.__file__).resolve().parents[1]
+REPO = PACKAGE.parent
 
 JUDGE = "judge-model"
 BASE = """\
@@ -157,12 +163,102 @@ def test_a_malformed_second_opinion_names_the_module(tmp_path: Path, monkeypatch
 
 
 def test_a_probe_module_declares_its_task_functions() -> None:
-    assert load_task("gb_direct").module is direct.TASK and isinstance(direct.TASK, Probe)
-    assert load_task("crows_pairs").module is crows_pairs  # a module that defines its functions itself
+    task = load_task("gb_direct")
+    hooks = task.hooks  # read from the module's TASK object
+    assert isinstance(direct.TASK, Probe) and task.module is hooks
+    assert (hooks.Params, hooks.load_items, hooks.marks) == (direct.Params, direct.load_items, direct.MARKS)
+    assert (hooks.judge, hooks.compute_metrics) == (direct.TASK.judge, direct.TASK.compute_metrics)
+    assert hooks.PAIRED_METRICS == direct.TASK.PAIRED_METRICS and not hooks.ITEM_LOCAL
+    assert (hooks.SECOND_OPINION, hooks.RESEND, hooks.judge_frame) == (None, None, None)
+    crows = load_task("crows_pairs").hooks  # a module that defines its hooks itself
+    assert crows.judge is crows_pairs.judge and crows.judge_frame is crows_pairs.judge_frame
+    assert crows.PAIRED_METRICS is not None
+    assert crows.PAIRED_METRICS.get("pct_stereotype") is crows_pairs.PAIRED_METRICS["pct_stereotype"]
+    assert crows.ITEM_LOCAL is True and crows.marks == ()
 
 
 def test_a_malformed_task_declaration_names_the_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = odd_task(tmp_path / "declared", "odd_declared_task", "TASK = 'not a task'")
     monkeypatch.syspath_prepend(str(root))
-    with pytest.raises(ConfigError, match=r"odd_declared_task: expected Params, load_items"):
+    with pytest.raises(
+        ConfigError, match=r"task 'odd': odd_declared_task\.TASK: missing the required hook\(s\) Params, "
+    ):
         load_task("odd", root=root)
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        ("Params = dict", r"\.Params: expected a TaskParams subclass, got type"),
+        ("judge = 'a judge'", r"\.judge: expected a function, got str"),
+        ("ITEM_LOCAL = 'yes'", r"\.ITEM_LOCAL: expected True or False, got str"),
+        ("judge_frame = 3", r"\.judge_frame: expected a function, got int"),
+        ("PAIRED_METRICS = ['pct_stereotype']", r"\.PAIRED_METRICS: expected a mapping of metric name"),
+        ("RESEND = object()", r"\.RESEND: expected rounds and to_resend methods"),
+        ("marks = ('A',)", r"\.marks: expected a sequence of mark definitions"),
+        ("PAIRED_METRIC = {}", r"\.PAIRED_METRIC: not a task hook; did you mean PAIRED_METRICS\?"),
+        ("ITEMLOCAL = True", r"\.ITEMLOCAL: not a task hook; did you mean ITEM_LOCAL\?"),
+        ("SECOND_OPINIONS = None", r"\.SECOND_OPINIONS: not a task hook; did you mean SECOND_OPINION\?"),
+    ],
+)
+def test_a_malformed_hook_names_the_task_module_and_hook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, error: str
+) -> None:
+    module = f"odd_hook_{abs(hash(source))}"
+    root = odd_task(tmp_path / "hook", module, source)
+    monkeypatch.syspath_prepend(str(root))
+    with pytest.raises(ConfigError, match=rf"^task 'odd': {module}{error}"):
+        load_task("odd", root=root)
+
+
+def test_an_optional_hook_beside_task_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With TASK every hook is read from it: crows_pairs' ITEM_LOCAL beside it would be silently ignored."""
+    root = odd_task(tmp_path / "beside", "odd_beside_task", "from themis_dagster.tasks.genderbench.direct import TASK")
+    monkeypatch.syspath_prepend(str(root))
+    with pytest.raises(ConfigError, match=r"odd_beside_task\.ITEM_LOCAL: declare it on odd_beside_task\.TASK"):
+        load_task("odd", root=root)
+
+
+def test_every_task_loads_its_hooks() -> None:
+    for name in task_names():
+        hooks = load_task(name).hooks
+        assert all(getattr(hooks, hook) is not None for hook in spec.REQUIRED_HOOKS), name
+
+
+def _contract() -> dict[str, str | None]:
+    """The members of ``TaskModule`` in tasks/spec.py, each with its docstring (None: undocumented)."""
+    tree = ast.parse(Path(spec.__file__).read_text(encoding="utf-8"))
+    (protocol,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "TaskModule"]
+    members: dict[str, str | None] = {}
+    for index, node in enumerate(protocol.body):
+        if isinstance(node, ast.FunctionDef):
+            members[node.name] = ast.get_docstring(node)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            after = protocol.body[index + 1] if index + 1 < len(protocol.body) else None
+            documented = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+            members[node.target.id] = str(after.value.value) if documented else None  # type: ignore[union-attr]
+    return members
+
+
+def test_the_contract_lists_every_hook_once_documented() -> None:
+    """TaskModule (documented), TaskHooks (resolved), the loader's checks and the authoring guide agree."""
+    contract = _contract()
+    assert tuple(contract) == spec.HOOKS
+    assert all(contract.values()), [hook for hook, doc in contract.items() if not doc]
+    assert set(loader._CHECKS) == set(spec.HOOKS)
+    assert spec.REQUIRED_HOOKS == ("Params", "load_items", "build_requests", "judge", "compute_metrics")
+    guide = (REPO / "docs" / "dev" / "task-authoring.md").read_text(encoding="utf-8")
+    assert [hook for hook in (*spec.HOOKS, "TASK") if f"`{hook}`" not in guide] == []
+
+
+def test_hooks_are_looked_up_only_by_the_loader() -> None:
+    """No getattr on a module for a hook outside tasks/loader.py: everyone reads LoadedTask.hooks."""
+    hooks = "|".join((*spec.HOOKS, "TASK"))
+    lookup = re.compile(rf"""(getattr\(|vars\([^)]*\)\.get\()[^)]*["']({hooks})["']""")
+    found = [
+        f"{path.relative_to(REPO)}: {match.group(0)}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "loader.py" or path.parent.name != "tasks"
+        for match in lookup.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []

@@ -23,7 +23,8 @@ import pytest
 
 from tests.conftest import SETTINGS, make_resources
 from tests.reference import reference_loglikelihood
-from themis_dagster.engines.openai_engine import OpenAICompatibleEngine, OpenAIEngineConfig
+from themis_dagster.engines.openai.config import OpenAIEngineConfig
+from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
 from themis_dagster.engines.vllm import server as vllm_server
 from themis_dagster.engines.vllm.server import (
     ServerStartError,

@@ -13,14 +13,10 @@ import pytest
 
 from themis_dagster.exchange import Request, Response
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue
-from themis_dagster.warehouse import (
-    DuplicateKeyError,
-    ensure_schema,
-    read_partition,
-    replace_partition,
-    replace_table,
-)
 from themis_dagster.warehouse.frames import from_frame, rows_frame, to_frame
+from themis_dagster.warehouse.partitions import DuplicateKeyError, replace_partition, replace_table
+from themis_dagster.warehouse.reads import read_partition
+from themis_dagster.warehouse.schema import ensure_schema
 from themis_dagster.warehouse.tables import TABLES, SchemaMismatchError
 
 
@@ -158,7 +154,7 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
 
 
 def test_declarations_keep_the_existing_warehouse_contract() -> None:
-    """Existing warehouses and sql/views.sql rely on these exact names, types, order and keys."""
+    """Existing warehouses and warehouse/sql/views.sql rely on these exact names, types, order and keys."""
     assert list(TABLES) == list(EXISTING_WAREHOUSE)
     for name, table in TABLES.items():
         columns, key = EXISTING_WAREHOUSE[name]
@@ -364,7 +360,7 @@ def test_drilldown_follows_item_and_attempt_judgments(conn: duckdb.DuckDBPyConne
 
 
 def test_snapshot_is_a_consistent_readable_copy(tmp_path: Path) -> None:
-    from themis_dagster.warehouse import snapshot
+    from themis_dagster.warehouse.file_snapshot import snapshot
 
     source = tmp_path / "w.duckdb"
     with duckdb.connect(str(source)) as conn:

@@ -17,8 +17,8 @@ from themis_dagster.assets import evaluation_assets
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
 from themis_dagster.resources import WarehouseResource
-from themis_dagster.warehouse import ensure_schema
 from themis_dagster.warehouse.integrity import WarehouseCorruptedError, check_warehouse
+from themis_dagster.warehouse.schema import ensure_schema
 
 
 @pytest.fixture(scope="module")

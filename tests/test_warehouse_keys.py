@@ -15,17 +15,17 @@ import polars as pl
 import pytest
 
 from themis_dagster.exchange import Request
-from themis_dagster.warehouse import (
+from themis_dagster.warehouse.frames import rows_frame, to_frame
+from themis_dagster.warehouse.migrate import drop_primary_keys, keyed_tables
+from themis_dagster.warehouse.partitions import (
     DuplicateKeyError,
     Write,
-    ensure_schema,
     partition_scope,
-    read_partition,
     replace_partition,
     replace_rows,
 )
-from themis_dagster.warehouse.frames import rows_frame, to_frame
-from themis_dagster.warehouse.migrate import drop_primary_keys, keyed_tables
+from themis_dagster.warehouse.reads import read_partition
+from themis_dagster.warehouse.schema import ensure_schema
 from themis_dagster.warehouse.tables import TABLES
 
 KEYED = [name for name, table in TABLES.items() if table.primary_key]

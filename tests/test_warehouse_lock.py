@@ -14,7 +14,6 @@ import pytest
 
 from themis_dagster.resources import WarehouseResource
 from themis_dagster.settings import Settings
-from themis_dagster.warehouse import ensure_schema
 from themis_dagster.warehouse.lock_wait import (
     LOCK_CONFLICT,
     WarehouseLockTimeout,
@@ -22,6 +21,7 @@ from themis_dagster.warehouse.lock_wait import (
     connect_waiting,
     is_lock_conflict,
 )
+from themis_dagster.warehouse.schema import ensure_schema
 
 HOLD = """
 import sys, time, duckdb

@@ -19,7 +19,7 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
 from themis_dagster.stats.weat import weat
-from themis_dagster.tasks.iat import weat_task
+from themis_dagster.tasks.iat import weat_utils
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Request, Response
 
@@ -48,12 +48,12 @@ def _answers(item: Item, requests: list[Request], tokens: dict[str, list[str]] |
 
 def test_hand_worked_vectors_through_judge_and_metrics() -> None:
     item = _hand_item()
-    params = weat_task.Params(**FAST)
-    requests = weat_task.build_requests([item], params, {})
+    params = weat_utils.Params(**FAST)
+    requests = weat_utils.build_requests([item], params, {})
     assert [r.request_type for r in requests] == ["embedding"] * 6
-    judged = weat_task.judge([item], requests, _answers(item, requests), params)
+    judged = weat_utils.judge([item], requests, _answers(item, requests), params)
     assert judged[0].outcome == "ok" and judged[0].score == pytest.approx(math.sqrt(1.5))
-    metrics = {(m.subset, m.metric): m for m in weat_task.compute_metrics(judged, params)}
+    metrics = {(m.subset, m.metric): m for m in weat_utils.compute_metrics(judged, params)}
     assert metrics[("input:gender/hand", "weat_d")].value == pytest.approx(math.sqrt(1.5))
     assert metrics[("input:gender/hand", "weat_p_value")].value == 0.0
     assert metrics[("input:gender/hand", "weat_p_value")].n == 6
@@ -67,8 +67,8 @@ def test_hand_worked_vectors_through_judge_and_metrics() -> None:
 
 def test_missing_and_split_words_are_reported_never_raised() -> None:
     item = _hand_item()
-    params = weat_task.Params(split_words="skip", **FAST)
-    requests = weat_task.build_requests([item], params, {})
+    params = weat_utils.Params(split_words="skip", **FAST)
+    requests = weat_utils.build_requests([item], params, {})
     answers = _answers(item, requests, tokens={"duke": ["du", "ke"]})
     # every stigma label failed: Y is empty
     answers = [
@@ -76,20 +76,20 @@ def test_missing_and_split_words_are_reported_never_raised() -> None:
         if "|y|" in a.request_id else a
         for a in answers
     ]  # fmt: skip
-    judged = weat_task.judge([item], requests, answers, params)[0]
+    judged = weat_utils.judge([item], requests, answers, params)[0]
     assert judged.outcome == "missing_words" and judged.score is None and not judged.parsed
     assert judged.detail["empty_lists"] == ["y"]
     assert judged.detail["left_out"]["duke"] == {"why": "several tokens", "tokens": ["du", "ke"]}
     assert judged.detail["split_words"] == {"duke": ["du", "ke"]}
     assert "no tokens" in judged.detail["left_out"]["queen"]["why"]
-    metrics = weat_task.compute_metrics([judged], params)
+    metrics = weat_utils.compute_metrics([judged], params)
     assert {(m.subset, m.metric): m.value for m in metrics}[(None, "weat_word_coverage")] == 0.0
 
 
 def test_options_are_validated() -> None:
     for field, bad in (("representations", ["output"]), ("split_words", "first"), ("word_list", "both")):
         with pytest.raises(ValueError, match=field):
-            weat_task.Params.model_validate({field: bad})
+            weat_utils.Params.model_validate({field: bad})
 
 
 def test_engine_without_embeddings_fails_the_requests_not_the_run() -> None:
@@ -174,7 +174,7 @@ def test_default_model_own_vectors() -> None:
     item = items[0]
 
     def matrix(role: str) -> np.ndarray:
-        rows = [json.loads(by_id[weat_task.request_id(item, role, w)].text or "") for w in item.fields[role]]
+        rows = [json.loads(by_id[weat_utils.request_id(item, role, w)].text or "") for w in item.fields[role]]
         return np.array([row["vectors"]["input"] for row in rows])
 
     again = weat(matrix("x"), matrix("y"), matrix("a"), matrix("b"), n_resamples=200, permutation_resamples=200)

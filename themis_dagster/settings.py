@@ -40,7 +40,7 @@ class Settings(BaseModel):
     task_overrides_file: Path | None = None
     request_cache: bool = True  # reuse answers by request fingerprint (and resume killed runs)
     request_chunk_size: int = Field(default=4096, ge=1)  # requests sent to the engine at a time
-    commit_interval_s: float = Field(default=30.0, gt=0)  # answers committed at least this often during inference
+    commit_interval_s: float = Field(default=10.0, gt=0)  # answers committed at least this often during inference
     fake_engine_latency_s: float = Field(default=0.0, ge=0)  # THEMIS_ENGINE=fake: seconds per engine call
 
     @classmethod

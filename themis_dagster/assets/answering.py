@@ -9,6 +9,11 @@ answers of the last interval: run again, it reads what is cached and sends only 
 the same request for the same model is never computed twice, across runs and partitions alike
 (lm-eval's request cache does the same for its own runs). Failed answers are never cached, so
 they are sent again.
+
+This is the one path from a request to any model: the evaluated model's (``raw_responses``), a
+second-opinion judge's (``judgments``) and a template generator's (``langbite_augmented_templates``)
+requests all go through ``Answerer`` (``answerer_for``), and each asset reports what it reused and
+sent with ``answering_metadata``. Only ``answer_frame``'s caller writes a stage table.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,14 +29,18 @@ import polars as pl
 
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.dispatch import DispatchStats, dispatch
+from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.exchange import Request, Response
-from themis_dagster.resources import WarehouseResource
+from themis_dagster.registry.models import ModelSpec
+from themis_dagster.registry.weights import ResolvedWeights
+from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.stages.fingerprints import cacheable_rows, request_fingerprints
 from themis_dagster.tasks.spec import Item, Resend
-from themis_dagster.warehouse import read_by_key, transaction
 from themis_dagster.warehouse.frames import from_frame, to_frame
+from themis_dagster.warehouse.reads import read_by_key
 from themis_dagster.warehouse.request_cache import CACHE, CacheAppender, cached_count, repeated_fingerprints
 from themis_dagster.warehouse.tables import declared
+from themis_dagster.warehouse.transactions import transaction
 
 
 @dataclass
@@ -43,6 +52,24 @@ class AnswerStats:
     sent: int = 0
     chunks: int = 0
     cached_now: int = 0
+
+    def add(self, other: AnswerStats) -> None:
+        """Count ``other``'s answers in these (one asset answering in several calls)."""
+        self.dispatch.add(other.dispatch)
+        self.reused += other.reused
+        self.sent += other.sent
+        self.chunks += other.chunks
+        self.cached_now += other.cached_now
+
+
+def answering_metadata(stats: AnswerStats, request_cache: bool) -> dict[str, Any]:
+    """What an asset reports of its answers: reused from the request cache, sent, chunks committed."""
+    return {
+        "answers_reused": stats.reused,
+        "requests_sent": stats.sent,
+        "chunks_committed": stats.chunks,
+        "request_cache": "on" if request_cache else "off",
+    }
 
 
 def _answer_columns() -> tuple[str, ...]:
@@ -150,7 +177,7 @@ def answer_frame(
     model_fingerprint: str | None,
     chunk_size: int,
     retries: int,
-    commit_interval_s: float = 30.0,
+    commit_interval_s: float = 10.0,
 ) -> tuple[pl.DataFrame, AnswerStats]:
     """The responses to a partition's prompt rows, one per row and in their order, as a frame of the
     responses table's columns less (model, task); ``engine()`` is called only if something must be sent.
@@ -223,7 +250,7 @@ def answer_requests(
     model_fingerprint: str | None,
     chunk_size: int,
     retries: int,
-    commit_interval_s: float = 30.0,
+    commit_interval_s: float = 10.0,
 ) -> tuple[list[Response], AnswerStats]:
     """One response per request, in order (``answer_frame`` for records)."""
     prompts = to_frame("prompts", list(requests), model=model_id, task="")
@@ -246,11 +273,8 @@ def answer_again(
     items: list[Item],
     requests: Sequence[Request],
     answers: list[Response],
+    answerer: Answerer,
     *,
-    engine: Callable[[], Engine],
-    warehouse: WarehouseResource,
-    model_id: str,
-    chunk_size: int,
     retries: int,
 ) -> tuple[list[Response], AnswerStats, int]:
     """Send again what the task could not judge (its ``RESEND``), round by round; (answers, stats, re-sent).
@@ -259,25 +283,82 @@ def answer_again(
     their new answers are not cached either: the cache keeps the first answer, so a run killed
     here repeats at most these rounds.
     """
+    uncached = replace(answerer, model_fingerprint=None)
     total, resent = AnswerStats(), 0
     for _ in range(resend.rounds(params)):
         wanted = set(resend.to_resend(items, list(requests), answers, params))
         again = [request for request in requests if request.request_id in wanted]
         if not again:
             break
-        fresh, stats = answer_requests(
-            again,
-            engine=engine,
-            warehouse=warehouse,
-            model_id=model_id,
-            model_fingerprint=None,
-            chunk_size=chunk_size,
-            retries=retries,
-        )
-        total.dispatch.add(stats.dispatch)
-        total.sent += stats.sent
-        total.chunks += stats.chunks
+        fresh, stats = uncached.answer(again, retries=retries)
+        total.add(stats)
         replaced = {response.request_id: response for response in fresh}
         answers = [replaced.get(answer.request_id, answer) for answer in answers]
         resent += len(again)
     return answers, total, resent
+
+
+@dataclass(frozen=True)
+class Answerer:
+    """One model's answers through the one path: the request cache first, then its engine, chunk by chunk.
+
+    ``engine()`` is called only when something must be sent; ``model_fingerprint`` None turns the
+    cache off (everything is sent, nothing kept).
+    """
+
+    model_id: str
+    engine: Callable[[], Engine]
+    warehouse: WarehouseResource
+    model_fingerprint: str | None
+    chunk_size: int
+    commit_interval_s: float = 10.0
+
+    def answer_frame(self, prompts: pl.DataFrame, *, retries: int) -> tuple[pl.DataFrame, AnswerStats]:
+        """``answer_frame`` for this model: the responses frame of a partition's prompt rows."""
+        return answer_frame(
+            prompts,
+            engine=self.engine,
+            warehouse=self.warehouse,
+            model_id=self.model_id,
+            model_fingerprint=self.model_fingerprint,
+            chunk_size=self.chunk_size,
+            retries=retries,
+            commit_interval_s=self.commit_interval_s,
+        )
+
+    def answer(self, requests: Sequence[Request], *, retries: int) -> tuple[list[Response], AnswerStats]:
+        """One response per request, in order, with the cache and the per-chunk commits; no stage table written."""
+        return answer_requests(
+            requests,
+            engine=self.engine,
+            warehouse=self.warehouse,
+            model_id=self.model_id,
+            model_fingerprint=self.model_fingerprint,
+            chunk_size=self.chunk_size,
+            retries=retries,
+            commit_interval_s=self.commit_interval_s,
+        )
+
+
+def answerer_for(
+    spec: ModelSpec,
+    weights: ResolvedWeights,
+    *,
+    themis: ThemisConfig,
+    engine: EngineResource,
+    warehouse: WarehouseResource,
+) -> Answerer:
+    """The answering path of a registered model (evaluated model, judge or generator) and its resolved weights.
+
+    Its answers are cached under the model's fingerprint (weights, output-changing settings, the
+    engine's identity) when the platform's request cache is on.
+    """
+    fingerprint = model_fingerprint(spec, weights, engine.output_identity()) if themis.request_cache else None
+    return Answerer(
+        model_id=spec.id,
+        engine=lambda: engine.engine_for(spec, weights),
+        warehouse=warehouse,
+        model_fingerprint=fingerprint,
+        chunk_size=themis.request_chunk_size,
+        commit_interval_s=themis.commit_interval_s,
+    )

@@ -20,8 +20,10 @@ from themis_dagster.tasks.genderbench.marks import aggregate_use_cases
 from themis_dagster.tasks.langbite.reports import langbite_reports as build_langbite_reports
 from themis_dagster.tasks.langbite.reports import write_reports
 from themis_dagster.tasks.spec import Judgment, MetricValue
-from themis_dagster.warehouse import append_rows, read_partition, replace_partition, replace_table
+from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, rows_frame, to_frame
+from themis_dagster.warehouse.partitions import replace_partition, replace_table
+from themis_dagster.warehouse.reads import read_partition
 
 REPORT_TABLES = {
     "responses": "langbite_responses",

@@ -9,14 +9,27 @@ per stage and never held while the engine works.
 
 import json
 import time
+import warnings
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import polars as pl
-from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue
+from dagster import (
+    AssetDep,
+    AssetExecutionContext,
+    BetaWarning,
+    DataVersion,
+    DimensionPartitionMapping,
+    IdentityPartitionMapping,
+    MaterializeResult,
+    MetadataValue,
+    MultiPartitionMapping,
+)
 
 from themis_dagster.assets import checks
-from themis_dagster.assets.answering import answer_again, answer_frame
+from themis_dagster.assets.answering import AnswerStats, answer_again, answerer_for, answering_metadata
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, evaluation_asset
+from themis_dagster.assets.langbite_augmentation import augmentation_inputs, langbite_augmented_templates
 from themis_dagster.assets.stage import (
     RECORD_CHUNK,
     ByItem,
@@ -33,8 +46,6 @@ from themis_dagster.assets.stage import (
     stage_frame,
     task_metadata,
 )
-from themis_dagster.engines.dispatch import dispatch
-from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
@@ -53,11 +64,27 @@ from themis_dagster.stages.columnar import (
 from themis_dagster.stages.reply_guard import GUARD_OUTCOMES, GUARDED, guard_replies, relabel, withheld_rates
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Item, Judgment
-from themis_dagster.warehouse import append_rows
+from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame, to_frame
 
+# LangBiTe's generated templates are data of a langbite task's items: task_dataset of model|task reads
+# the rows the task's generator (some model) wrote for that task, so it depends on every model's partition
+# of the same task (a task without template_augmentation reads none).
+with warnings.catch_warnings():  # MultiPartitionMapping is marked beta; the mapping itself is plain
+    warnings.simplefilter("ignore", BetaWarning)
+    AUGMENTED_TEMPLATES_DEP = AssetDep(
+        langbite_augmented_templates,
+        partition_mapping=MultiPartitionMapping(
+            {"task": DimensionPartitionMapping(dimension_name="task", partition_mapping=IdentityPartitionMapping())}
+        ),
+    )
 
-@evaluation_asset(description="The task's benchmark items, read from the dataset mirror or its canonical URL.")
+
+@evaluation_asset(
+    description="The task's benchmark items, read from the dataset mirror or its canonical URL "
+    "(a langbite task with template_augmentation: with its generator's templates).",
+    deps=[AUGMENTED_TEMPLATES_DEP],
+)
 def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
     settle_heap()
     key = model_and_task(context)
@@ -65,6 +92,8 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     task = themis.task(key.task)
     if judge_model := task.judge_model:
         themis.model(judge_model)  # a second-opinion model must be registered, checked before any engine
+    if upstream := augmentation_inputs(warehouse, task):
+        task = task.with_inputs(replace(task.inputs, upstream=upstream))
     files = themis.dataset_files(task)
     paths = {name: f.path for name, f in files.items()}
     combined_sha = "+".join(f.sha256 for f in files.values())
@@ -94,6 +123,7 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
             ),
             "dataset_sha256": combined_sha,
             "license": task.spec.license_note,
+            **{f"upstream/{name}": len(rows) for name, rows in task.inputs.upstream.items()},
             **generation_metadata(written),
             "preview": preview(frame.select("item_id", "subset", "fields")),
         },
@@ -169,17 +199,9 @@ def raw_responses(
         check_reasoning_budget(spec, _largest_answer_budget(prompts), f"task {key.task}")
     weights = themis.weights(spec)
     identity = engine.output_identity()
+    answerer = answerer_for(spec, weights, themis=themis, engine=engine, warehouse=warehouse)
     started = time.perf_counter()
-    answers, answering = answer_frame(
-        prompts,
-        engine=lambda: engine.engine_for(spec, weights),
-        warehouse=warehouse,
-        model_id=key.model,
-        model_fingerprint=model_fingerprint(spec, weights, identity) if themis.request_cache else None,
-        chunk_size=themis.request_chunk_size,
-        retries=task.params.retries(),
-        commit_interval_s=themis.commit_interval_s,
-    )
+    answers, answering = answerer.answer_frame(prompts, retries=task.params.retries())
     resent = 0
     if task.resend is not None and task.resend.rounds(task.params) > 0:  # LangBiTe: a few hundred requests
         with warehouse.connect() as conn:
@@ -190,16 +212,11 @@ def raw_responses(
             items,
             from_frame("prompts", prompts, Request),
             from_frame("responses", answers, Response),
-            engine=lambda: engine.engine_for(spec, weights),
-            warehouse=warehouse,
-            model_id=key.model,
-            chunk_size=themis.request_chunk_size,
+            answerer,
             retries=task.params.retries(),
         )
         answers = to_frame("responses", records, model=key.model, task=key.task).select(answers.columns)
-        answering.dispatch.add(again.dispatch)
-        answering.sent += again.sent
-        answering.chunks += again.chunks
+        answering.add(again)
         answering.dispatch.errors = int(answers.get_column("error").is_not_null().sum())
     duration = time.perf_counter() - started
     prompt_rows = prompts.height
@@ -259,10 +276,7 @@ def raw_responses(
             "errors": stats.errors,
             "retried_requests": stats.retried,
             "resent_unjudged": resent,
-            "answers_reused": answering.reused,
-            "requests_sent": answering.sent,
-            "chunks_committed": answering.chunks,
-            "request_cache": "on" if themis.request_cache else "off",
+            **answering_metadata(answering, themis.request_cache),
             **generation_metadata(written),
         },
     )
@@ -275,22 +289,24 @@ def _largest_answer_budget(prompts: pl.DataFrame) -> int:
 
 
 def _second_opinion(
-    themis: ThemisConfig, engine: EngineResource, task: LoadedTask, judged: list[Judgment]
-) -> tuple[list[Judgment], int]:
+    themis: ThemisConfig, engine: EngineResource, warehouse: WarehouseResource, task: LoadedTask, judged: list[Judgment]
+) -> tuple[list[Judgment], int, AnswerStats]:
     """Let a second registered model re-judge what the task's rules could not settle.
 
     Called only for a task that declares a ``SecondOpinion`` whose judge model its params
-    name (LangBiTe's useLLMEval): only then does this stage load an engine, the judge
-    model's (the evaluated model's is no longer needed).
+    name (LangBiTe's useLLMEval): only then may this stage load an engine, the judge
+    model's (the evaluated model's is no longer needed), and only for questions the request
+    cache has no answer to.
     """
     opinion, judge_model = task.second_opinion, task.judge_model
     assert opinion is not None and judge_model, "only for tasks that declare a second opinion"
     asks: list[Request] = opinion.requests(judged, task.params)
     if not asks:
-        return judged, 0
+        return judged, 0, AnswerStats()
     spec = themis.model(judge_model)
-    replies, _ = dispatch(engine.engine_for(spec, themis.weights(spec)), asks, retries=task.params.retries())
-    return opinion.apply(judged, asks, replies, task.params), len(asks)
+    answerer = answerer_for(spec, themis.weights(spec), themis=themis, engine=engine, warehouse=warehouse)
+    replies, stats = answerer.answer(asks, retries=task.params.retries())
+    return opinion.apply(judged, asks, replies, task.params), len(asks), stats
 
 
 def _judged_by_chunks(
@@ -334,7 +350,7 @@ def judgments(
     # replies that are no answer (reasoning unfinished, truncated) never reach the task's parser
     guarded = guard_replies(responses, themis.model(key.model).reasoning is not None)
     responses = guarded.responses
-    second_opinions = 0
+    second_opinions, answering = 0, AnswerStats()
     if columnar is not None:  # the whole partition a column at a time (stages/columnar.py)
         frame = judged_frame(columnar, key, items, responses, task.params)
     elif item_local(task) and task.second_opinion is None:  # a chunk of items at a time
@@ -349,7 +365,7 @@ def judgments(
             task.params,
         )
         if task.second_opinion is not None and task.judge_model:
-            judged, second_opinions = _second_opinion(themis, engine, task, judged)
+            judged, second_opinions, answering = _second_opinion(themis, engine, warehouse, task, judged)
         frame = stage_frame("judgments", key, chunked(judged))
     frame = relabel(frame, guarded)
     del items, prompts, responses  # not held while the judgments are written (at 10^6 requests: hundreds of MB)
@@ -365,6 +381,7 @@ def judgments(
             ROW_COUNT: rows,
             "parsed": parsed,
             "second_opinions": second_opinions,
+            **(answering_metadata(answering, themis.request_cache) if task.judge_model else {}),  # the judge's
             "unparsed": rows - parsed,
             "parse_success_rate": round(parsed / rows, 4) if rows else 0.0,
             "outcomes": MetadataValue.json(

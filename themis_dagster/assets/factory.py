@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dagster import AssetCheckSpec, AssetsDefinition, MaterializeResult, asset
+from dagster import AssetCheckSpec, AssetDep, AssetsDefinition, MaterializeResult, asset
 
 from themis_dagster import __version__
 from themis_dagster.assets.automation import REPORT_CONDITION
@@ -35,12 +35,14 @@ else:
 def evaluation_asset(
     *,
     description: str,
-    deps: Iterable[AssetsDefinition] = (),
+    deps: Iterable[AssetsDefinition | AssetDep] = (),
     kinds: Iterable[str] = ("duckdb",),
     checks: Mapping[str, str] | None = None,
     pool: str | None = None,
 ) -> AssetDecorator:
     """One stage of the model x task chain; ``checks`` maps check name -> description.
+
+    ``deps``: upstream assets (an ``AssetDep`` where the partitions do not map one to one).
 
     ``pool``: the Dagster concurrency pool the stage's step takes a slot of (the engine's).
     """

@@ -1,11 +1,14 @@
 """LangBiTe's template augmentation as an asset: a generator model writes templates for a langbite task.
 
 Partitioned like the evaluation chain, ``model|task``, but here ``model`` is the *generator*: the
-registered model the task's ``template_augmentation.generator`` names. Its engine comes from the
-same ``EngineResource`` (``engine_for``) as every evaluation's, and every reply becomes rows of
+registered model the task's ``template_augmentation.generator`` names. Its requests take the
+evaluated model's path (``assets/answering.py``: the request cache, answers committed chunk by
+chunk, the same ``EngineResource``), so a re-run sends only what is not cached (the generator's
+requests are seeded); every reply becomes rows of
 ``langbite_augmented_templates`` (accepted and rejected templates, unparsed replies) with the
-generator's prompt, its sampling settings and the run id. The langbite task's ``task_dataset``
-reads the accepted rows when the option is set (``tasks/langbite/utils.py: augmented_library``).
+generator's prompt, its sampling settings and the run id. The asset is an input of ``task_dataset``:
+for a langbite task with the option set, that stage reads the generator's latest rows for the
+task's augmentation key (``augmentation_inputs``) and hands them to the task's ``load_items``.
 Why a separate asset rather than generation inside the task's run: the generator is another
 model than the evaluated one, and its templates are data for every model evaluated on the
 scenario -- generated once, recorded, and reused, not regenerated per evaluated model.
@@ -13,19 +16,23 @@ scenario -- generated once, recorded, and reused, not regenerated per evaluated 
 
 from collections import Counter
 from datetime import UTC, datetime
+from typing import Any
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from themis_dagster import __version__
+from themis_dagster.assets.answering import AnswerStats, answerer_for, answering_metadata
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult
-from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.tasks.langbite import augmentation
-from themis_dagster.warehouse import ensure_schema, replace_partition
+from themis_dagster.tasks.langbite.utils import AUGMENTED_TEMPLATES
+from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.warehouse.frames import rows_frame
+from themis_dagster.warehouse.partitions import replace_partition
+from themis_dagster.warehouse.schema import ensure_schema
 
 TABLE = "langbite_augmented_templates"
 
@@ -54,10 +61,14 @@ def langbite_augmented_templates(
             f"not this partition's model {key.model!r}"
         )
     scenario = task.params.scenario_model  # type: ignore[attr-defined] # a langbite task's Params
-    weights = themis.weights(spec)
+    answerer = answerer_for(spec, themis.weights(spec), themis=themis, engine=engine, warehouse=warehouse)
+    answering = AnswerStats()
 
     def send(requests: list[Request]) -> list[Response]:
-        return dispatch(engine.engine_for(spec, weights), requests, retries=task.params.retries())[0]
+        """The generator's answers through the one answering path (request cache, per-chunk commits)."""
+        replies, stats = answerer.answer(requests, retries=task.params.retries())
+        answering.add(stats)
+        return replies
 
     rows = augmentation.generate(option, scenario, send)
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -80,5 +91,44 @@ def langbite_augmented_templates(
             "engine_errors": statuses["engine_error"],
             "rejection_reasons": MetadataValue.json(dict(reasons)),
             "templates": MetadataValue.md("\n".join(f"- {prompt}" for prompt in accepted[:20]) or "(none)"),
+            **answering_metadata(answering, themis.request_cache),
         }
     )
+
+
+def read_augmented_rows(conn: Any, generator: str, key: str) -> list[dict[str, Any]] | None:
+    """The rows of the latest materialization with this augmentation key (None: there is none)."""
+    exists = conn.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'langbite_augmented_templates'"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return None
+    latest = conn.execute(
+        "SELECT task, run_id FROM langbite_augmented_templates WHERE model = ? AND augmentation_sha256 = ? "
+        "ORDER BY materialized_at DESC LIMIT 1",
+        [generator, key],
+    ).fetchone()
+    if latest is None:
+        return None
+    cursor = conn.execute(
+        "SELECT pair, attempt, position, status, concern, prompt, oracle_prediction FROM langbite_augmented_templates "
+        "WHERE model = ? AND task = ? AND run_id = ? AND augmentation_sha256 = ?",
+        [generator, latest[0], latest[1], key],
+    )
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def augmentation_inputs(warehouse: WarehouseResource, task: LoadedTask) -> dict[str, list[dict[str, Any]]]:
+    """What ``task_dataset`` hands the task from this asset (``TaskInputs.upstream``).
+
+    Nothing for a task without ``template_augmentation`` (no connection opened); for one with it,
+    the generator's latest rows for the task's augmentation key, when it has written any.
+    """
+    option = getattr(task.params, "template_augmentation", None)
+    if option is None:
+        return {}
+    key = augmentation.augmentation_key(option, task.params.scenario_model)  # type: ignore[attr-defined]
+    with warehouse.connect() as conn:
+        rows = read_augmented_rows(conn, option.generator, key)
+    return {} if rows is None else {AUGMENTED_TEMPLATES: rows}

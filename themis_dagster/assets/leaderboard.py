@@ -11,7 +11,7 @@ from themis_dagster.mitigations import stage_of
 from themis_dagster.reports.leaderboard_page import RegisteredModel, render_leaderboard, save_leaderboard
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.tasks.loader import task_names
-from themis_dagster.warehouse import replace_table
+from themis_dagster.warehouse.partitions import replace_table
 from themis_dagster.warehouse.tables import declared
 
 

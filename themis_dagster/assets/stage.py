@@ -19,9 +19,11 @@ from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.provenance import code_version
 from themis_dagster.stages.lazy import LazyRecords
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.warehouse import Write, generations, partition_scope, read_partition, replace_rows
+from themis_dagster.warehouse import generations
 from themis_dagster.warehouse.frames import from_frame, to_frame
 from themis_dagster.warehouse.generations import Materialization
+from themis_dagster.warehouse.partitions import Write, partition_scope, replace_rows
+from themis_dagster.warehouse.reads import read_partition
 from themis_dagster.warehouse.tables import declared
 
 if TYPE_CHECKING:
@@ -177,12 +179,12 @@ class ByItem:
 
 
 def item_local(task: LoadedTask) -> bool:
-    """Whether the task builds requests and judges each item on its own (``ITEM_LOCAL = True`` in its module).
+    """Whether the task builds requests and judges each item on its own (its ``ITEM_LOCAL`` hook).
 
     Then the stages call ``build_requests`` and ``judge`` a chunk of items at a time; other
     tasks get the whole partition at once, as they always did.
     """
-    return bool(getattr(task.module, "ITEM_LOCAL", False))
+    return task.hooks.ITEM_LOCAL
 
 
 def task_metadata(task: LoadedTask) -> dict[str, Any]:

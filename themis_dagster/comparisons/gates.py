@@ -21,10 +21,10 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from themis_dagster.comparisons.measures import paired_metrics
 from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.loader import load_task, task_names
+from themis_dagster.tasks.measures import paired_metrics
 
 DEFAULT_GATES_FILE = PROJECT_ROOT / "data" / "gates.yaml"
 
@@ -85,7 +85,7 @@ def parse_gates(data: object, origin: str = "<gates>") -> list[Gate]:
                 f"{origin}: gates.{index}.metric: task {entry.task} has no metric {entry.metric!r}; "
                 f"declared: {', '.join(sorted(metrics))}"
             )
-        if not metric.headline or paired_metrics(load_task(entry.task).module).get(entry.metric) is None:
+        if not metric.headline or paired_metrics(load_task(entry.task).hooks).get(entry.metric) is None:
             raise ConfigError(
                 f"{origin}: gates.{index}.metric: {entry.task}.{entry.metric} is not compared "
                 "(not a headline metric with a paired measure declared by its task)"

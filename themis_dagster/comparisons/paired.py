@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from themis_dagster.comparisons.measures import Binary, Continuous, PairedMeasure, Ratio, paired_metrics
 from themis_dagster.comparisons.statistics import (
     mcnemar_exact,
     mean_difference_ci,
@@ -21,6 +20,7 @@ from themis_dagster.comparisons.statistics import (
     sign_flip_permutation,
 )
 from themis_dagster.tasks.loader import LoadedTask
+from themis_dagster.tasks.measures import Binary, Continuous, PairedMeasure, Ratio, paired_metrics
 from themis_dagster.tasks.spec import Judgment
 
 
@@ -139,7 +139,7 @@ def compare_task(
         )
     mine = [j for j in mine if j.item_id in common]
     theirs = [j for j in theirs if j.item_id in common]
-    measures = paired_metrics(task.module)
+    measures = paired_metrics(task.hooks)
     subsets: list[str | None] = [None, *sorted({j.subset for j in mine if j.subset is not None})]
     rows = []
     for metric in task.spec.metrics:

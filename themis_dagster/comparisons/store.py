@@ -18,8 +18,11 @@ from themis_dagster.comparisons.gates import Gate
 from themis_dagster.comparisons.paired import Comparison, ComparisonError, compare_task
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Judgment
-from themis_dagster.warehouse import _rollback, append_rows, read_partition, replace_table
+from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, rows_frame
+from themis_dagster.warehouse.partitions import replace_table
+from themis_dagster.warehouse.reads import read_partition
+from themis_dagster.warehouse.transactions import transaction
 
 
 def judgments_of(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> list[Judgment]:
@@ -107,16 +110,11 @@ def store_comparisons(
         "comparison_results",
         [asdict(row) | {"origin": origin, "materialized_at": now, "run_id": run_id} for row in rows],
     )
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         conn.execute(
             "DELETE FROM comparison_results WHERE model = ? AND baseline = ? AND task = ?", [model, baseline, task]
         )
         append_rows(conn, "comparison_results", frame)
-        conn.execute("COMMIT")
-    except BaseException:
-        _rollback(conn)
-        raise
     return frame.height
 
 

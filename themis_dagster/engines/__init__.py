@@ -4,7 +4,7 @@
 - ``dispatch``: sends a partition's requests to an engine in as few batched calls as possible.
 - ``tokenization``: lm-eval's rules for (context, continuation) token ids, shared by the engines.
 - ``fake``: a deterministic engine for tests of the graph's plumbing.
-- ``openai_engine``: any OpenAI-compatible HTTP server (a hosted API, or a ``vllm serve``).
+- ``openai``: any OpenAI-compatible HTTP server (a hosted API, or a ``vllm serve``).
 - ``vllm``: the vLLM engines and everything written against one vLLM release.
 
 Which engine a run gets is configuration (``THEMIS_ENGINE``), resolved by

@@ -6,6 +6,10 @@ and sampling settings (seed included). Settings that only change speed or memory
 size, block size, prefix caching, batch limits, process layout) are left out, so turning them
 does not throw answers away; prefix reuse is checked to give identical scores
 (tests/test_prefix_reuse.py, tests/test_engine_e2e.py).
+
+This module is the one definition of what goes into a request's hash (``REQUEST_FIELDS``) and
+of the text that is hashed (``canonical_json``); ``stages/fingerprints.py`` assembles that
+same text a column at a time from these definitions, for a whole prompts frame.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from themis_dagster.exchange import GenerationParams, Request
 from themis_dagster.registry.models import ApiSource, ModelSpec
@@ -25,8 +29,33 @@ SPEED_ONLY_ENGINE_ARGS = frozenset(
 )
 
 
+# json.dumps' own separators (without indent), named because the columnar fingerprints write them too
+SEPARATORS = (", ", ": ")
+
+# What a request's fingerprint covers besides the model fingerprint (under MODEL_KEY), and how
+# each field is written in the hashed JSON: "text" a string or null, "json" any JSON value.
+MODEL_KEY = "model"
+REQUEST_FIELDS: dict[str, Literal["text", "json"]] = {
+    "request_type": "text",
+    "context": "text",
+    "continuation": "text",
+    "prompt": "text",
+    "messages": "json",
+    "gen_params": "json",
+}
+
+
+def canonical_json(value: Any) -> str:
+    """The text a fingerprint hashes: keys sorted, ``SEPARATORS``, ASCII, anything not JSON as ``str``."""
+    return json.dumps(value, sort_keys=True, default=str, separators=SEPARATORS)
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _sha256(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+    return digest(canonical_json(value))
 
 
 def model_fingerprint(spec: ModelSpec, weights: ResolvedWeights, engine: Mapping[str, Any]) -> str:
@@ -57,24 +86,19 @@ def model_fingerprint(spec: ModelSpec, weights: ResolvedWeights, engine: Mapping
     )
 
 
-def cacheable(request: Request) -> bool:
+def answers_repeat(request_type: str, gen_params: Mapping[str, Any] | None) -> bool:
     """Whether the same request always gets the same answer: scoring does, sampling only with a seed."""
-    if request.request_type == "loglikelihood":
+    if request_type == "loglikelihood":
         return True
-    params = GenerationParams.model_validate(request.gen_params or {})
+    params = GenerationParams.model_validate(gen_params or {})
     return params.seed is not None or params.temperature == 0.0
+
+
+def cacheable(request: Request) -> bool:
+    """``answers_repeat`` of the request: whether its answer may be cached."""
+    return answers_repeat(request.request_type, request.gen_params)
 
 
 def request_fingerprint(model: str, request: Request) -> str:
     """``model`` (a model fingerprint) plus what the request asks: the key of its cached answer."""
-    return _sha256(
-        {
-            "model": model,
-            "request_type": request.request_type,
-            "context": request.context,
-            "continuation": request.continuation,
-            "prompt": request.prompt,
-            "messages": request.messages,
-            "gen_params": request.gen_params,
-        }
-    )
+    return _sha256({MODEL_KEY: model, **{name: getattr(request, name) for name in REQUEST_FIELDS}})

@@ -26,9 +26,9 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from themis_dagster.engines.base import Engine, EngineInfo
+from themis_dagster.engines.base import AnswerSink, Engine, EngineInfo, StreamingEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.registry.models import ReasoningSpec
@@ -168,14 +168,33 @@ class ReasoningBudget:
             inner.info.engine, inner.info.model_path, inner.info.versions, settings, inner.info.load_seconds
         )
 
-    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]:
-        return self.inner.loglikelihood(requests)
+    @property
+    def streams_answers(self) -> bool:
+        """Whether the inner engine hands answers on while a batch runs (``engines/base.py``): so does this."""
+        return bool(getattr(self.inner, "streams_answers", False))
 
-    def generate(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
-        return self.inner.generate(requests, params)
+    def _streaming(self) -> StreamingEngine:
+        return cast(StreamingEngine, self.inner)
 
-    def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]:
-        return self.inner.chat(requests, reasoning_params(params, self.reasoning))
+    def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]:
+        if on_answered is None:
+            return self.inner.loglikelihood(requests)
+        return self._streaming().loglikelihood(requests, on_answered=on_answered)
+
+    def generate(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]:
+        if on_answered is None:
+            return self.inner.generate(requests, params)
+        return self._streaming().generate(requests, params, on_answered=on_answered)
+
+    def chat(
+        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
+    ) -> list[Response]:
+        budgeted = reasoning_params(params, self.reasoning)
+        if on_answered is None:
+            return self.inner.chat(requests, budgeted)
+        return self._streaming().chat(requests, budgeted, on_answered=on_answered)
 
     def embed(self, requests: Sequence[Request]) -> list[Response]:
         embed = getattr(self.inner, "embed", None)

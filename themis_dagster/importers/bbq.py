@@ -11,9 +11,12 @@ normalisation and first-two-words fallback (``tasks/bbq/r_matching.py``, at judg
 unmatched row is recorded as ``unparsed_no_match`` and, like the script's
 ``filter(!is.na(pred_label))``, left out of the scores), the ``..._pred_qonly`` column keeps only
 ambiguous rows ("every baseline example is ambiguous"), and rows without a bias target are left
-out as ``BBQ_results_metadata.R`` leaves them out (``groups.target_location``). The
-intersectional files (``Race_x_SES``, ``Race_x_gender``) take another route in that script and
-are refused.
+out as ``BBQ_results_metadata.R`` leaves them out (``groups.target_location``). With the
+repository's ``additional_metadata.csv`` (``metadata``) the target comes from that file alone,
+joined on (example_id, category, question_index) as the bias-score script joins it: a row it
+lacks, or whose ``target_loc`` is NA, is dropped; an "x" is kept and never the target. The
+intersectional files (``Race_x_SES``, ``Race_x_gender``) are scored by that script's
+intersectional rule (``groups.intersectional_target``).
 
 Every row of every file is checked before anything is returned; problems raise
 ``ImportValidationError`` naming file, row (1 = first line) and column.
@@ -27,8 +30,8 @@ from typing import Any
 
 from themis_dagster.importers import ImportedReplies, ImportValidationError
 from themis_dagster.importers.jsonl import jsonl_objects
-from themis_dagster.tasks.bbq.data import item_from_row
-from themis_dagster.tasks.bbq.groups import target_location, unknown_location
+from themis_dagster.tasks.bbq.data import item_from_row, row_target
+from themis_dagster.tasks.bbq.groups import read_additional_metadata, unknown_location
 from themis_dagster.tasks.spec import Item, Request, Response
 
 ROW_COLUMNS = (
@@ -53,8 +56,6 @@ def _check(path: Path, number: int, row: dict[str, Any], column: str) -> list[st
     problems = [f"{where}: column {name}: missing" for name in (*ROW_COLUMNS, column) if name not in row]
     if problems:
         return problems
-    if "_x_" in str(row["category"]):
-        return [f"{where}: column category: {row['category']!r} is intersectional (not scored by this import)"]
     if not isinstance(row[column], str | None):
         problems.append(f"{where}: column {column}: expected a string, got {type(row[column]).__name__}")
     info = row["answer_info"]
@@ -71,9 +72,16 @@ def _check(path: Path, number: int, row: dict[str, Any], column: str) -> list[st
     return problems
 
 
-def import_predictions(paths: Sequence[Path], column: str, request_for: Any) -> ImportedReplies:
+def import_predictions(
+    paths: Sequence[Path], column: str, request_for: Any, metadata: Path | None = None
+) -> ImportedReplies:
     """Items, requests (``request_for(items)``: the task's own) and one reply per scored row of every file."""
     problems: list[str] = []
+    table = None
+    if metadata is not None:
+        if not metadata.is_file():
+            raise ImportValidationError([f"{metadata}: file not found"])
+        table = read_additional_metadata(metadata)
     kept: list[tuple[Item, str | None]] = []
     seen: dict[str, str] = {}
     for path in paths:
@@ -89,9 +97,9 @@ def import_predictions(paths: Sequence[Path], column: str, request_for: Any) -> 
             seen[key] = f"{path} row {number}"
             if column.endswith(QONLY_SUFFIX) and row["context_condition"] == "disambig":
                 continue  # the script: filter(!(model=="baseline_qonly"&context_condition=="disambig"))
-            if target_location(row) is None or unknown_location(row) is None:
-                continue  # no bias target: dropped by the metadata script (filter(!is.na(target_loc)))
-            kept.append((item_from_row(row), row[column]))
+            if row_target(row, table) is None or unknown_location(row) is None:
+                continue  # no bias target: dropped by the bias-score script (target_loc NA)
+            kept.append((item_from_row(row, table), row[column]))
     if problems:
         raise ImportValidationError(problems)
     if not kept:

@@ -16,8 +16,9 @@ from themis_dagster.partitions import evaluation_key
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.registry.models import ImportedSource, ModelSpec, load_registry
 from themis_dagster.settings import Settings
-from themis_dagster.warehouse import Write, generations, replace_rows
+from themis_dagster.warehouse import generations
 from themis_dagster.warehouse.frames import to_frame
+from themis_dagster.warehouse.partitions import Write, replace_rows
 
 
 def ensure_model_registered(settings: Settings, model_id: str, origin: str) -> bool:

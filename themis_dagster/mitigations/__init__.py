@@ -2,12 +2,13 @@
 
 A variant is its own model partition (``ModelSpec.mitigation``, with ``parent`` naming the
 unmitigated model), so the paired comparisons against its parent give the mitigation's
-effect. ``spec.py`` declares the mitigations, ``requests.py`` rewrites what is sent and what
-comes back, ``engine.py`` applies them around any engine (docs/mitigations.md).
+effect. What a variant may declare is part of the model registry (``registry/mitigation.py``,
+re-exported here); ``requests.py`` rewrites what is sent and what comes back, ``engine.py``
+applies them around any engine (docs/mitigations.md).
 """
 
 from themis_dagster.mitigations.engine import MitigatedEngine, mitigated
-from themis_dagster.mitigations.spec import (
+from themis_dagster.registry.mitigation import (
     InstructionTemplate,
     LogitBias,
     Mitigation,

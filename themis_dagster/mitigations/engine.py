@@ -12,7 +12,7 @@ from typing import Any
 from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.mitigations.requests import filtered_reply, with_instruction, with_system_prompt, word_token_ids
-from themis_dagster.mitigations.spec import (
+from themis_dagster.registry.mitigation import (
     InstructionTemplate,
     LogitBias,
     Mitigation,

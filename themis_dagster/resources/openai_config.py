@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from themis_dagster.engines.openai.config import OpenAIEngineConfig  # pydantic only: no httpx, no client
 from themis_dagster.registry.models import ModelSpec
-
-if TYPE_CHECKING:
-    from themis_dagster.engines.openai_engine import OpenAIEngineConfig
 
 
 def openai_config_for(spec: ModelSpec, *, base_url: str, model: str, **settings: Any) -> OpenAIEngineConfig:
@@ -17,8 +15,5 @@ def openai_config_for(spec: ModelSpec, *, base_url: str, model: str, **settings:
     concatenated prompt, as the in-process engine does, so the answers do not depend on
     which engine served them.
     """
-    # httpx and the client are imported by runs that use them, not with the definitions
-    from themis_dagster.engines.openai_engine import OpenAIEngineConfig
-
     chat_mode: Literal["chat", "concat"] = "concat" if spec.chat_template is None else "chat"
     return OpenAIEngineConfig(base_url=base_url, model=model, chat_mode=chat_mode, **settings)

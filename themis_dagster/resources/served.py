@@ -43,7 +43,7 @@ class OpenAIEngineResource(EngineResource):
         if not base_url:
             raise ValueError("OpenAIEngineResource.base_url is empty and THEMIS_OPENAI_BASE_URL is not set")
         # httpx and the client are imported by runs that use them, not with the definitions
-        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine
+        from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
 
         config = openai_config_for(
             spec,
@@ -91,7 +91,7 @@ class VLLMServerResource(EngineResource):
         )
         state = handle.state
         # httpx and the client are imported by runs that use them, not with the definitions
-        from themis_dagster.engines.openai_engine import OpenAICompatibleEngine
+        from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
 
         config = openai_config_for(
             spec,

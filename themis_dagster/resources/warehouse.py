@@ -18,9 +18,10 @@ from pydantic import Field, PrivateAttr
 
 from themis_dagster.runs.owner import owner_tags
 from themis_dagster.runs.reachability import check_reachable
-from themis_dagster.warehouse import ducklake, ensure_schema
+from themis_dagster.warehouse import ducklake
 from themis_dagster.warehouse.integrity import check_warehouse
 from themis_dagster.warehouse.lock_wait import DEFAULT_LOCK_TIMEOUT_S, connect_waiting
+from themis_dagster.warehouse.schema import ensure_schema
 
 IN_MEMORY = ":memory:"
 

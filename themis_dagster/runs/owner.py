@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Literal
+
+from themis_dagster.runs.processes import boot_id, pid_alive, proc_available, process_start_time
 
 HOST_TAG = "themis/host"
 PID_TAG = "themis/pid"
@@ -25,26 +26,10 @@ RUN_TAG = "themis/owner_of"
 Liveness = Literal["alive", "gone", "unknown"]
 
 
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (state is [0], start time [19])."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rfind(")") + 2 :].split()
-
-
 def process_start(pid: int) -> str:
     """The process's identity beyond its pid ("" where /proc cannot say)."""
-    fields = _stat(pid)
-    return f"{_boot_id()}:{fields[19]}" if fields else ""
+    start = process_start_time(pid)
+    return f"{boot_id()}:{start}" if start is not None else ""
 
 
 def owner_tags(run_id: str) -> dict[str, str]:
@@ -63,7 +48,7 @@ def owner_liveness(tags: Mapping[str, str], run_id: str | None = None) -> Livene
     if run_id is not None and tags.get(RUN_TAG, run_id) != run_id:
         return "unknown"
     pid = int(tags[PID_TAG])
-    if not Path("/proc/self/stat").exists():  # no /proc (not Linux): existence only, reuse undetected
+    if not proc_available():  # no /proc (not Linux): existence only, reuse undetected
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -71,10 +56,9 @@ def owner_liveness(tags: Mapping[str, str], run_id: str | None = None) -> Livene
         except PermissionError:
             return "alive"
         return "alive"
-    fields = _stat(pid)
-    if fields is None or fields[0] in ("Z", "X"):
+    if not pid_alive(pid):
         return "gone"
     recorded = tags.get(START_TAG, "")
-    if recorded and recorded != f"{_boot_id()}:{fields[19]}":
+    if recorded and recorded != process_start(pid):
         return "gone"  # the pid now belongs to another process
     return "alive"

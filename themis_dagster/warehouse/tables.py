@@ -82,7 +82,7 @@ class Table:
         """``CREATE TABLE IF NOT EXISTS`` for this table (names and types are constants, never values).
 
         Without the PRIMARY KEY by default: ``primary_key`` is kept unique by the writers
-        (``warehouse.replace_rows``: a frame's keys are checked distinct, and a partition's rows
+        (``partitions.replace_rows``: a frame's keys are checked distinct, and a partition's rows
         are deleted and inserted in one transaction), on DuckDB files as on DuckLake, which
         rejects the constraint. DuckDB's index made a re-run's replacement of a million rows
         14 to 22 times the CPU (``bench/judge_and_keys.py``). ``constraints=True``:

@@ -198,9 +198,9 @@ class VLLMEngine:
         if on_output is None:
             return list(self.llm.generate(prompts, params, use_tqdm=False, lora_request=self.lora_request))
         request_ids = self.llm.enqueue(prompts, params, use_tqdm=False, lora_request=self.lora_request)
-        # enqueue returns vLLM's internal ids, "<n>-<8 random characters>" (InputProcessor.assign_request_id);
-        # the outputs carry the id the request was added under, "<n>" (plain where the randomization is off)
-        position = {request_id.split("-", 1)[0]: index for index, request_id in enumerate(request_ids)}
+        # enqueue returns vLLM's internal ids ("12-1a2b3c4d"); finished outputs carry the caller's ("12")
+        position = {request_id: index for index, request_id in enumerate(request_ids)}
+        position.update((request_id.rsplit("-", 1)[0], index) for index, request_id in enumerate(request_ids))
         outputs: list[Any] = [None] * len(request_ids)
         engine = self.llm.llm_engine
         while engine.has_unfinished_requests():

@@ -30,307 +30,79 @@ of this host is stale (its pids are not this boot's processes) and is replaced w
 anything. The serve arguments are those of the in-process
 ``VLLMEngine`` (``engine_kwargs``: dtype, seed, max model length, memory fraction or KV cache size)
 and the same ``VLLM_CPU_OMP_THREADS_BIND`` default.
+
+This module is the manager that runs use (``VLLMServerManager``) and the ``python -m`` entry
+point; the rest lives by concern: ``server_state`` (the files and the lock), ``serve_command``
+(the ``vllm serve`` command line and its fingerprint), ``server_health`` (GET /health, /load),
+``supervisor`` (the detached process) and ``runs.processes`` (what /proc says about a pid).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import fcntl
-import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import httpx
-
-from themis_dagster.engines.vllm.engine import engine_kwargs, has_cuda, library_versions
+from themis_dagster.engines.vllm.engine import has_cuda
 from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
+from themis_dagster.engines.vllm.serve_command import (
+    ENTRY_POINT,
+    HOST,
+    cpu_thread_binding,
+    free_port,
+    run_vllm_serve,
+    serve_argv,
+    serve_flags,
+    served_model_name,
+    server_fingerprint,
+)
+from themis_dagster.engines.vllm.server_health import server_healthy
+from themis_dagster.engines.vllm.server_state import (
+    ServerPaths,
+    ServerStartError,
+    ServerStateHostError,
+    file_lock,
+    host_fields,
+    log_tail,
+    read_state,
+    remove_state_if_owned,
+    usable_state,
+    write_state,
+)
+from themis_dagster.engines.vllm.supervisor import STOP_GRACE_S, supervise
 from themis_dagster.registry.models import ModelSpec
+from themis_dagster.runs.processes import boot_id, group_members, pid_alive, process_start_time
 
-HOST = "127.0.0.1"
-STOP_GRACE_S = 60.0
-
-
-class ServerStartError(RuntimeError):
-    """The server did not become healthy; the message ends with the tail of its log."""
-
-
-class ServerStateHostError(ServerStartError):
-    """The state folder holds a server of another host (servers are per host); the message names the setting."""
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def host_fields() -> dict[str, str]:
-    """What a state records about the host whose processes it names."""
-    return {"host": socket.gethostname(), "boot_id": boot_id()}
-
-
-def usable_state(state: dict[str, Any] | None, paths: ServerPaths) -> dict[str, Any] | None:
-    """The state if it describes this host's current boot; None if stale (an earlier boot: its pids are
-    not this boot's processes); ``ServerStateHostError`` if another host wrote it. States without
-    host fields (written before they existed) are taken as this host's."""
-    if state is None or "host" not in state:
-        return state
-    here = host_fields()
-    if state["host"] != here["host"]:
-        raise ServerStateHostError(
-            f"THEMIS_SERVER_STATE_DIR={paths.state_dir}: {paths.model_id}'s server state was written by host "
-            f"{state['host']!r}, this is {here['host']!r}. vllm-server servers are per host (the state names "
-            "local processes and a loopback URL): give every host its own, local THEMIS_SERVER_STATE_DIR"
-        )
-    return state if state.get("boot_id") == here["boot_id"] else None
-
-
-# -- processes ----------------------------------------------------------------------------------
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name (state is [0], pgrp [2], start time [19])."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rfind(")") + 2 :].split()
-
-
-def process_start_time(pid: int) -> int | None:
-    fields = _proc_stat(pid)
-    return int(fields[19]) if fields else None
-
-
-def pid_alive(pid: int | None, start_time: int | None = None) -> bool:
-    """True for a running (not zombie) process; with ``start_time``, only if it is the same process."""
-    if not pid:
-        return False
-    fields = _proc_stat(pid)
-    if fields is None or fields[0] in ("Z", "X"):
-        return False
-    return start_time is None or int(fields[19]) == start_time
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live processes of a process group (the supervisor, vLLM and its workers)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _proc_stat(int(entry.name))
-            if fields and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-                members.append(int(entry.name))
-    return members
+# What the rest of the code (resources, bench, tests) imports from here.
+__all__ = [
+    "ServerHandle",
+    "ServerPaths",
+    "ServerStartError",
+    "ServerStateHostError",
+    "VLLMServerManager",
+    "boot_id",
+    "group_members",
+    "host_fields",
+    "main",
+    "pid_alive",
+    "process_start_time",
+    "read_state",
+    "serve_argv",
+    "serve_flags",
+    "usable_state",
+]
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-def _die_with_parent() -> None:
-    """In the vLLM child: receive SIGTERM when the supervisor dies (Linux prctl PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-# -- files --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServerPaths:
-    """The files that describe one model's server."""
-
-    state_dir: Path
-    model_id: str
-
-    def _file(self, suffix: str) -> Path:
-        return self.state_dir / f"{self.model_id}{suffix}"
-
-    @property
-    def state(self) -> Path:
-        return self._file(".json")
-
-    @property
-    def lock(self) -> Path:
-        return self._file(".lock")
-
-    @property
-    def last_used(self) -> Path:
-        return self._file(".last_used")
-
-    @property
-    def log(self) -> Path:
-        return self._file(".log")
-
-    @property
-    def starts(self) -> Path:
-        return self._file(".starts")
-
-    @classmethod
-    def of_state(cls, state_file: Path) -> ServerPaths:
-        return cls(state_file.parent, state_file.name.removesuffix(".json"))
-
-
-def read_state(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def write_state(path: Path, state: dict[str, Any]) -> None:
-    """Atomic replace, so a reader never sees half a file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    temporary.write_text(json.dumps(state, indent=2, sort_keys=True))
-    os.replace(temporary, path)
-
-
-def remove_state_if_owned(path: Path, pid: int) -> None:
-    state = read_state(path)
-    if state is not None and state.get("pid") == pid:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-
-@contextlib.contextmanager
-def file_lock(path: Path, timeout_s: float | None = None) -> Iterator[bool]:
-    """Exclusive flock; yields False (not held) if ``timeout_s`` passes first (0: a single try)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as handle:
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | (fcntl.LOCK_NB if deadline is not None else 0))
-                break
-            except BlockingIOError:
-                if deadline is None or time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(0.2)
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-def _log_tail(path: Path, limit: int = 4000) -> str:
-    try:
-        return path.read_text(errors="replace")[-limit:]
-    except OSError:
-        return "(no log)"
-
-
-# -- the server's command line ------------------------------------------------------------------
-
-
-def cpu_thread_binding() -> str:
-    """The VLLMEngine default: every core this process may use (vLLM's own default keeps one idle)."""
-    if os.environ.get("VLLM_CPU_OMP_THREADS_BIND"):
-        return os.environ["VLLM_CPU_OMP_THREADS_BIND"]
-    cores = sorted(os.sched_getaffinity(0))
-    return f"{cores[0]}-{cores[-1]}" if len(cores) > 1 else str(cores[0])
-
-
-def served_model_name(spec: ModelSpec) -> str:
-    """The name requests use: the model id, or the LoRA adapter's name when one is served."""
-    return spec.lora.name if spec.lora is not None else spec.id
-
-
-def serve_argv(spec: ModelSpec, model_path: str, port: int, on_gpu: bool) -> list[str]:
-    """``vllm serve`` with the same engine arguments as the in-process ``VLLMEngine``."""
-    kwargs = engine_kwargs(spec, model_path, on_gpu)
-    argv = [sys.executable, "-m", "themis_dagster.engines.vllm.server", "serve", str(kwargs.pop("model"))]
-    for key, value in kwargs.items():
-        flag = key.replace("_", "-")
-        if isinstance(value, bool):
-            argv.append(f"--{flag}" if value else f"--no-{flag}")
-        elif isinstance(value, list | tuple):
-            argv += [f"--{flag}", *(str(item) for item in value)]  # argparse nargs="+"
-        else:
-            argv += [f"--{flag}", str(value)]
-    argv += ["--served-model-name", spec.id]
-    if spec.lora is not None:
-        argv += ["--lora-modules", f"{spec.lora.name}={spec.lora.path.expanduser().resolve()}"]
-    if spec.chat_template not in (None, "auto"):
-        argv += ["--chat-template", str(spec.chat_template)]
-    if spec.reasoning is not None:  # the server splits replies; the engine reads its reasoning field
-        argv += ["--reasoning-parser", spec.reasoning.parser]
-    argv += [
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-        "--enable-tokenizer-info-endpoint",  # BOS/EOS for empty-context loglikelihoods
-        "--enable-server-load-tracking",  # GET /load: the watchdog's "requests in flight"
-        "--disable-uvicorn-access-log",
-    ]
-    return argv
-
-
-def serve_flags(argv: list[str]) -> list[str]:
-    """The model path and flags of a serve command line, without the interpreter and the port."""
-    flags = argv[4:]
-    return [arg for i, arg in enumerate(flags) if arg != "--port" and (i == 0 or flags[i - 1] != "--port")]
-
-
-def server_fingerprint(argv: list[str], weights_sha256: str, env: dict[str, str]) -> str:
-    """What makes a running server interchangeable with a fresh one (the port excluded)."""
-    versions = library_versions()
-    payload = {"argv": serve_flags(argv), "weights": weights_sha256, "env": env, "vllm": versions.get("vllm-cpu", "")}
-    payload["vllm"] = payload["vllm"] or versions.get("vllm", "")
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-def server_healthy(base_url: str, served_name: str, timeout_s: float = 5.0) -> bool:
-    """GET /health answers 200 and GET /v1/models lists the served model."""
-    try:
-        with httpx.Client(timeout=timeout_s) as client:
-            if client.get(base_url + "/health").status_code != 200:
-                return False
-            models = client.get(base_url + "/v1/models")
-            names = {entry.get("id") for entry in models.json().get("data", [])}
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return False
-    return served_name in names
-
-
-def server_load(base_url: str) -> int | None:
-    """Requests in flight (vLLM's GET /load), or None where unknown."""
-    try:
-        response = httpx.get(base_url + "/load", timeout=5.0)
-        return int(response.json()["server_load"]) if response.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
-        return None
-
-
-# -- the manager (used by runs) -----------------------------------------------------------------
 
 
 @dataclass
@@ -461,7 +233,7 @@ class VLLMServerManager:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(argv)}\n".encode())
             log.flush()
             supervisor = subprocess.Popen(
-                [sys.executable, "-m", "themis_dagster.engines.vllm.server", "supervise", str(paths.state)],
+                [sys.executable, "-m", ENTRY_POINT, "supervise", str(paths.state)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -495,7 +267,7 @@ class VLLMServerManager:
 
     def _fail(self, paths: ServerPaths, state: dict[str, Any], reason: str) -> None:
         self._stop_locked(paths, state)
-        raise ServerStartError(f"{reason} (log {paths.log}):\n{_log_tail(paths.log)}")
+        raise ServerStartError(f"{reason} (log {paths.log}):\n{log_tail(paths.log)}")
 
     def _stop_locked(self, paths: ServerPaths, state: dict[str, Any]) -> None:
         pid = state.get("pid")
@@ -533,112 +305,6 @@ class VLLMServerManager:
             if state is not None:
                 state["idle_shutdown_s"] = seconds
                 write_state(paths.state, state)
-
-
-# -- the supervisor (a detached process per server) ---------------------------------------------
-
-
-def _say(message: str) -> None:
-    print(f"[supervisor {os.getpid()} {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def _retire_if_idle(paths: ServerPaths, last_busy: float) -> bool:
-    """Under the lock (never waiting for it: an attach in progress means "in use"), drop the state if idle."""
-    with file_lock(paths.lock, timeout_s=0) as held:
-        if not held:
-            return False
-        state = read_state(paths.state)
-        if state is None or state.get("pid") != os.getpid():
-            return True
-        last = max(_mtime(paths.last_used), last_busy, float(state.get("ready_at") or 0.0))
-        if time.time() - last < float(state["idle_shutdown_s"]):
-            return False
-        paths.state.unlink(missing_ok=True)
-        return True
-
-
-def supervise(state_file: Path) -> int:
-    """Run ``vllm serve`` from the state file; stop it when idle, clean up when it dies."""
-    paths = ServerPaths.of_state(state_file)
-    state = read_state(state_file)
-    if state is None:
-        _say(f"no state file {state_file}")
-        return 2
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    child = subprocess.Popen(state["argv"], stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-    _say(f"vllm serve pid {child.pid} on {state['base_url']}")
-    last_busy = time.time()
-    reason = "stop requested"
-    while not stop.is_set():
-        current = read_state(state_file)
-        limit = float((current or state).get("idle_shutdown_s") or 600.0)
-        try:
-            child.wait(timeout=min(1.0, max(0.2, limit / 5)))
-        except subprocess.TimeoutExpired:
-            pass
-        else:
-            reason = f"vllm exited with code {child.returncode}"
-            break
-        if stop.is_set():
-            break
-        current = read_state(state_file)
-        if current is None or current.get("pid") not in (None, os.getpid()):
-            reason = "the state file no longer names this server"
-            break
-        if current.get("status") != "ready":
-            continue
-        if server_load(str(current["base_url"])):
-            last_busy = time.time()
-        last = max(_mtime(paths.last_used), last_busy, float(current.get("ready_at") or 0.0))
-        if time.time() - last >= float(current["idle_shutdown_s"]) and _retire_if_idle(paths, last_busy):
-            reason = f"idle for {time.time() - last:.0f} s"
-            break
-    if stop.is_set():
-        reason = "stop requested"  # the group got SIGTERM: vLLM may have exited first
-    _say(f"shutting down: {reason}")
-    if child.poll() is None:
-        child.send_signal(signal.SIGTERM)
-        try:
-            child.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-    current = read_state(state_file)
-    # A stopper, or the process waiting for this server to start, holds the lock and cleans up itself.
-    if reason != "stop requested" and current is not None and current.get("status") == "ready":
-        with file_lock(paths.lock, timeout_s=5) as held:
-            if held:
-                remove_state_if_owned(state_file, os.getpid())
-    _say(f"stopped (vllm exit code {child.returncode})")
-    return 0
-
-
-def run_vllm_serve(args: list[str]) -> int:
-    """``vllm serve ARGS``; under vllm-cpu its CLI first asks for the version of a "vllm" distribution.
-
-    vllm-cpu installs as ``vllm-cpu``, so that lookup fails (platform-facts); answering it
-    with ``<vllm-cpu version>+cpu`` -- the form vLLM's own CPU detection expects -- lets it run.
-    """
-    import importlib.metadata as metadata
-
-    try:
-        metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        original = metadata.version
-        answer = original("vllm-cpu") + "+cpu"
-
-        def version(distribution_name: str) -> str:
-            return answer if distribution_name == "vllm" else original(distribution_name)
-
-        metadata.version = version
-    from vllm.entrypoints.cli.main import main as vllm_main
-
-    sys.argv = ["vllm", "serve", *args]
-    vllm_main()  # type: ignore[no-untyped-call]
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

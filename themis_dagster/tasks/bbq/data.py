@@ -16,7 +16,14 @@ import numpy as np
 import polars as pl
 from pydantic import Field, field_validator
 
-from themis_dagster.tasks.bbq.groups import biased_answer, target_location, unknown_location
+from themis_dagster.tasks.bbq.groups import (
+    MetadataKey,
+    MetadataRow,
+    biased_answer,
+    metadata_for,
+    target_location,
+    unknown_location,
+)
 from themis_dagster.tasks.spec import Item, TaskParams
 
 Category = Literal[
@@ -27,15 +34,24 @@ Category = Literal[
     "Physical_appearance",
     "Religion",
     "Sexual_orientation",
+    "Race_ethnicity",
+    "Race_x_SES",
+    "Race_x_gender",
+    "SES",
 ]
 CATEGORIES: tuple[Category, ...] = get_args(Category)
+# the seven categories of the dataset mirror (the default); the other four come from their
+# canonical URLs (datasets catalog), and a missing one names where it was looked for and its URL
+MIRRORED_CATEGORIES: tuple[Category, ...] = CATEGORIES[:7]
 SET_SIZE = 4
 
 
 class BBQParams(TaskParams):
     """Parameters both BBQ tasks share."""
 
-    categories: tuple[Category, ...] = Field(default=CATEGORIES, min_length=1, description="BBQ categories to include.")
+    categories: tuple[Category, ...] = Field(
+        default=MIRRORED_CATEGORIES, min_length=1, description="BBQ categories to include (all 11 are known)."
+    )
     limit: int | None = Field(
         default=None, ge=1, description="Items per category, sampled in whole 4-item question sets (None: all)."
     )
@@ -58,14 +74,24 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     return frame.sort("example_id").to_dicts()
 
 
-def _question_sets(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Consecutive 4-row sets; sets containing a row without a unique target are dropped whole."""
+def _question_sets(
+    rows: list[dict[str, Any]], metadata: dict[MetadataKey, MetadataRow] | None = None
+) -> list[list[dict[str, Any]]]:
+    """Consecutive 4-row sets; sets containing a row without a usable target are dropped whole."""
     sets = [rows[start : start + SET_SIZE] for start in range(0, len(rows), SET_SIZE)]
-    return [group for group in sets if all(_usable(row) for row in group)]
+    return [group for group in sets if all(_usable(row, metadata) for row in group)]
 
 
-def _usable(row: dict[str, Any]) -> bool:
-    target, unknown = target_location(row), unknown_location(row)
+def row_target(row: dict[str, Any], metadata: dict[MetadataKey, MetadataRow] | None = None) -> int | None:
+    """The row's target_loc: from ``additional_metadata.csv`` when given (as the R script), else derived."""
+    if metadata is None:
+        return target_location(row)
+    found = metadata_for(row, metadata)
+    return None if found is None else found.target_loc
+
+
+def _usable(row: dict[str, Any], metadata: dict[MetadataKey, MetadataRow] | None = None) -> bool:
+    target, unknown = row_target(row, metadata), unknown_location(row)
     return target is not None and unknown is not None and target != unknown
 
 
@@ -85,10 +111,14 @@ def _sample(
     return [row for index in chosen for row in sets[index]][:limit]
 
 
-def item_from_row(row: dict[str, Any]) -> Item:
-    """A dataset row (with a bias target and an UNKNOWN option) as the task's item; also for imported rows."""
-    target = target_location(row)
+def item_from_row(row: dict[str, Any], metadata: dict[MetadataKey, MetadataRow] | None = None) -> Item:
+    """A dataset row (with a bias target and an UNKNOWN option) as the task's item; also for imported rows.
+
+    With ``metadata`` (``additional_metadata.csv``) its target_loc and label_type are used.
+    """
+    target = row_target(row, metadata)
     unknown = unknown_location(row)
+    found = None if metadata is None else metadata_for(row, metadata)
     assert target is not None and unknown is not None
     category = str(row["category"])
     fields = {
@@ -108,17 +138,31 @@ def item_from_row(row: dict[str, Any]) -> Item:
         "unknown_loc": unknown,
         "biased_loc": biased_answer(row["question_polarity"], target, unknown),
         # the official script reports proper-name templates (question_index > 25) separately
-        "label_type": "name" if int(row["question_index"]) > 25 else "label",
+        "label_type": found.label_type if found is not None else "name" if int(row["question_index"]) > 25 else "label",
     }
     return Item(item_id=f"{category}:{row['example_id']}", subset=category, fields=fields)
 
 
-def load_items(files: dict[str, Path], params: BBQParams) -> list[Item]:
+def _category_file(files: dict[str, Path], category: str) -> Path:
+    """The category's file: from the task's files, else resolved through the datasets catalog."""
+    name = f"{category}.jsonl"
+    if name in files:
+        return files[name]
+    from themis_dagster.datasets import resolve_file
+    from themis_dagster.settings import Settings
+
+    settings = Settings.from_env()
+    return resolve_file("bbq", name, datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir).path
+
+
+def load_items(
+    files: dict[str, Path], params: BBQParams, metadata: dict[MetadataKey, MetadataRow] | None = None
+) -> list[Item]:
     """Items of the selected categories (canonical category order), sampled per category."""
     items: list[Item] = []
     for index, category in enumerate(CATEGORIES):
         if category not in params.categories:
             continue
-        sets = _question_sets(_read_rows(files[f"{category}.jsonl"]))
-        items.extend(item_from_row(row) for row in _sample(sets, params.limit, params.seed, index))
+        sets = _question_sets(_read_rows(_category_file(files, category)), metadata)
+        items.extend(item_from_row(row, metadata) for row in _sample(sets, params.limit, params.seed, index))
     return items

@@ -58,8 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from themis_dagster.comparisons.measures import Binary, Ratio, single
 from themis_dagster.stats import bootstrap_estimate
+from themis_dagster.tasks.measures import Binary, Ratio, single
 from themis_dagster.tasks.scoring import metric_by_subset, rate_metric
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 

@@ -1,30 +1,16 @@
-"""Renders the task's Jinja2 templates (strict: a missing variable is an error, not an empty string)."""
+"""BBQ's chat prompt: the item's question with its options as letters, shared with EsBBQ/CaBBQ (``esbbq``).
+
+The letters are the reply parser's (``parser.LETTERS``); the template is rendered by the tasks'
+one strict Jinja2 environment (``tasks/rendering.py``).
+"""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-import jinja2
-
-from themis_dagster.tasks.bbq.answer_parser import LETTERS
+from themis_dagster.tasks.bbq.parser import LETTERS
+from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Request
-
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)  # noqa: S701 - plain text prompts
-
-
-def template_text(templates: dict[str, str], name: str) -> str:
-    if name not in templates:
-        raise KeyError(f"template {name!r} not found; known: {', '.join(sorted(templates))}")
-    return templates[name]
-
-
-def render(templates: dict[str, str], name: str, **values: Any) -> str:
-    return _ENV.from_string(template_text(templates, name)).render(**values)
-
-
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def lettered_chat_request(
@@ -43,6 +29,6 @@ def lettered_chat_request(
         request_id=f"{item.item_id}:chat",
         item_id=item.item_id,
         template=template,
-        template_sha256=sha256(template_text(templates, template)),
+        template_sha256=template_sha256(template_text(templates, template)),
         gen_params=gen_params,
     )

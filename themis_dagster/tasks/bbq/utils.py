@@ -13,10 +13,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
-from themis_dagster.tasks.bbq.judging import answered, unanswered
+from themis_dagster.tasks.bbq.judge import answered, unanswered
 from themis_dagster.tasks.bbq.metrics import PAIRED_METRICS, compute_metrics
-from themis_dagster.tasks.bbq.rendering import render, sha256, template_text
 from themis_dagster.tasks.choices import choice_requests, choice_scores, first_argmax
+from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 __all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
@@ -30,7 +30,7 @@ class Params(BBQParams):
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """Three loglikelihood requests per item: ``<item_id>:ans0`` .. ``<item_id>:ans2``."""
-    digest = sha256(template_text(templates, params.template))
+    digest = template_sha256(template_text(templates, params.template))
     requests = []
     for item in items:
         context = render(templates, params.template, context=item.fields["context"], question=item.fields["question"])

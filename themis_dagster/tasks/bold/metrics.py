@@ -10,7 +10,7 @@ every domain and for the headline.
 
 Subsets: a domain name (``gender``) for its disparity and its shares, ``<domain>:<group>`` for a
 group's shares. Regard and toxicity come from the judge model when one is named
-(``judge.py``); without one they are reported as not computed: value NULL, n = 0.
+(``second_opinion.py``); without one they are reported as not computed: value NULL, n = 0.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from themis_dagster.comparisons.measures import Binary, Ratio
+from themis_dagster.tasks.measures import Binary, Ratio
 from themis_dagster.tasks.scoring import metric_by_subset
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 

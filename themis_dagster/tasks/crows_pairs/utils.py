@@ -21,10 +21,10 @@ from typing import Literal
 
 import polars as pl
 
-from themis_dagster.comparisons.measures import Binary, Continuous
-from themis_dagster.stages.fingerprints import json_strings
+from themis_dagster.tasks.measures import Binary, Continuous
 from themis_dagster.tasks.scoring import metric_by_subset, metric_by_subset_frame
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
+from themis_dagster.warehouse.frames import json_strings
 
 # build_requests and judge look at each pair on its own: the stages may call them a chunk at a time.
 ITEM_LOCAL = True

@@ -41,8 +41,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from themis_dagster.comparisons.measures import Binary, Ratio, mean_of
 from themis_dagster.stats import bootstrap_estimate
+from themis_dagster.tasks.measures import Binary, Ratio, mean_of
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
 CHOSE_MORE = "chose_sent_more"

@@ -19,9 +19,9 @@ import numpy as np
 from pydantic import Field
 
 from themis_dagster.stats import bootstrap_estimate
-from themis_dagster.tasks.bbq.rendering import render, sha256, template_text
 from themis_dagster.tasks.choices import choice_requests, choice_scores
 from themis_dagster.tasks.discrim_eval.regression import GENDERS, RACES, Observation, fit, logit_pnorm_yes
+from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 CHOICES = ("yes", "Yes", "no", "No")
@@ -75,7 +75,7 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """Four loglikelihood requests per prompt, ``<id>:yes`` .. ``<id>:No``, after one shared context."""
-    digest = sha256(template_text(templates, params.template))
+    digest = template_sha256(template_text(templates, params.template))
     requests = []
     for item in items:
         context = render(templates, params.template, filled_template=item.fields["filled_template"])

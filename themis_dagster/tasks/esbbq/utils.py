@@ -5,18 +5,18 @@ Prompt (lm-eval ``tasks/esbbq/_esbbq_common_yaml``, ``tasks/cabbq/_cabbq_common_
 ``Pregunta:`` / ``Resposta:``); the choices are ``ans0``, ``ans1`` and nine wordings of
 "unknown" (``unknown_answers`` in the task file), each scored as ``" " + choice``. All 11
 requests of an item share its context (vLLM's prefix cache reuses it). Prediction and scores:
-``scoring.py``; rendering reuses the BBQ task's strict Jinja2 helpers.
+``metrics.py``; rendering is the tasks' shared strict Jinja2 (``tasks/rendering.py``).
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.rendering import render, sha256, template_text
 from themis_dagster.tasks.choices import choice_requests, choice_scores, first_argmax
 from themis_dagster.tasks.esbbq.data import Params as DataParams
 from themis_dagster.tasks.esbbq.data import load_items
-from themis_dagster.tasks.esbbq.scoring import answer_type, compute_metrics
+from themis_dagster.tasks.esbbq.metrics import answer_type, compute_metrics
+from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 __all__ = ["Params", "build_requests", "compute_metrics", "judge", "load_items"]
@@ -34,7 +34,7 @@ def choices(item: Item, params: Params) -> list[str]:
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """Eleven loglikelihood requests per item, ``<item_id>:c0`` .. ``<item_id>:c10``."""
-    digest = sha256(template_text(templates, params.template))
+    digest = template_sha256(template_text(templates, params.template))
     requests = []
     for item in items:
         context = render(templates, params.template, context=item.fields["context"], question=item.fields["question"])

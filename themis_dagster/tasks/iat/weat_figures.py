@@ -1,38 +1,29 @@
 """The ``iat_weat`` table of docs/iat.md: a model's WEAT per stimulus set, without starting vLLM.
 
-Run: ``python -m themis_dagster.tasks.iat.weat_figures [MODEL_ID]`` (default: the default model).
-It resolves the model's weights as the engines do, embeds every word through
-``engines/embeddings.py`` and judges with the task's own defaults.
+Run: ``python bench/iat_weat_figures.py [MODEL_ID]`` (default: the default model), which resolves
+the model's weights as the engines do and the task's files as the assets do; here every word is
+embedded through ``engines/embeddings.py`` and judged with the task's own defaults.
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Mapping
+from pathlib import Path
 
-from themis_dagster.datasets import resolve_file
 from themis_dagster.engines.embeddings import TransformersEmbedder
-from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_registry
-from themis_dagster.registry.weights import resolve_weights
-from themis_dagster.settings import Settings
-from themis_dagster.tasks.iat import weat_task
+from themis_dagster.tasks.iat import weat_utils
 from themis_dagster.tasks.loader import load_task
 
 
-def main(model_id: str) -> None:
-    settings = Settings.from_env()
-    spec = load_registry(settings.models_file, settings.discovered_models_file)[model_id]
-    weights = resolve_weights(spec, settings.models_dir, settings.cache_dir)
+def print_table(weights: str, files: Mapping[str, Path]) -> None:
+    """Print the table for the model whose weights are at the path ``weights``; ``files``: the task's files."""
     task = load_task("iat_weat")
-    files = {
-        name: resolve_file("iat", name, datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir).path
-        for name in task.spec.files
-    }
-    items = task.module.load_items(files, task.params)
+    items = task.module.load_items(dict(files), task.params)
     requests = task.module.build_requests(items, task.params, task.templates)
-    responses = TransformersEmbedder(weights.path).embed(requests)
+    responses = TransformersEmbedder(weights).embed(requests)
     judged = task.module.judge(items, requests, responses, task.params)
     params = task.params
-    assert isinstance(params, weat_task.Params)
+    assert isinstance(params, weat_utils.Params)
     kinds = params.representations
     print("| set | split words | " + " | ".join(f"{k} d [95% CI] | {k} p (partitions)" for k in kinds) + " |")
     print("|---|---|" + "---|---|" * len(kinds))
@@ -52,7 +43,3 @@ def main(model_id: str) -> None:
             print(
                 f"\nmean d over sets, {metric.subset}: {metric.value:+.3f} [{metric.ci_low:.3f}, {metric.ci_high:.3f}]"
             )
-
-
-if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_MODEL_ID)

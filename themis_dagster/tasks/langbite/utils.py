@@ -35,7 +35,6 @@ import jinja2
 import yaml
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from themis_dagster.comparisons.measures import Ratio, mean_of, single
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.langbite import augmentation, oracles, second_opinion
@@ -50,7 +49,8 @@ from themis_dagster.tasks.langbite.library import (
 )
 from themis_dagster.tasks.langbite.scenario import TestScenario, load_scenario
 from themis_dagster.tasks.langbite.verdicts import evaluation_of, metric_rows, requirement_key
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
+from themis_dagster.tasks.measures import Ratio, mean_of, single
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams
 
 
 def scenario_path(value: str) -> Path:
@@ -131,20 +131,6 @@ class Params(TaskParams):
             raise ValueError("llm_judge: true needs judge_model, the registered model id of the judge")
         return value
 
-    @field_validator("template_augmentation")
-    @classmethod
-    def _generator_registered(
-        cls, value: augmentation.TemplateAugmentation | None
-    ) -> augmentation.TemplateAugmentation | None:
-        if value is not None:
-            from themis_dagster.registry.models import load_models
-            from themis_dagster.settings import Settings
-
-            known = load_models(Settings.from_env().models_file)
-            if value.generator not in known:
-                raise ValueError(f"generator: model {value.generator!r} is not registered; known: {sorted(known)}")
-        return value
-
     @model_validator(mode="after")
     def _load(self) -> Params:
         self._scenario = self.scenario if isinstance(self.scenario, TestScenario) else read_scenario(self.scenario)
@@ -155,6 +141,12 @@ class Params(TaskParams):
     @property
     def scenario_model(self) -> TestScenario:
         return self._scenario
+
+    def registered_models(self) -> dict[str, str]:
+        """The generator of template_augmentation, which must be registered (the judge is checked by the stages)."""
+        if self.template_augmentation is None:
+            return {}
+        return {"template_augmentation.generator": self.template_augmentation.generator}
 
     @property
     def second_opinion_enabled(self) -> bool:
@@ -181,12 +173,17 @@ def _languages(scenario: TestScenario) -> list[str]:
     return list(dict.fromkeys(language for r in scenario.requirements for language in r.languages))
 
 
-def load_items(files: dict[str, Path], params: Params) -> list[Item]:
-    """One item per (requirement, chosen template), with its instances; a placeholder without community fails."""
+def load_items(files: dict[str, Path], params: Params, *, inputs: TaskInputs | None = None) -> list[Item]:
+    """One item per (requirement, chosen template), with its instances; a placeholder without community fails.
+
+    With ``template_augmentation``, the generator's rows come in ``inputs.upstream`` (asset
+    ``langbite_augmented_templates``, an input of ``task_dataset``).
+    """
     scenario = params.scenario_model
     library = load_library(files, _languages(scenario), params.domains)
     if params.template_augmentation is not None:
-        library += augmented_library(params.template_augmentation, scenario)
+        rows = (inputs or TaskInputs()).upstream.get(AUGMENTED_TEMPLATES)
+        library += augmented_library(params.template_augmentation, scenario, rows)
     selections = select_templates(scenario, library, params.seed, params.n_templates_scope)
     concern_tolerance = scenario.concern_tolerances()
     scenario_sha256 = hashlib.sha256(scenario.model_dump_json().encode()).hexdigest()
@@ -228,50 +225,27 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
     return items[: params.limit] if params.limit is not None else items
 
 
-def augmented_library(spec: augmentation.TemplateAugmentation, scenario: TestScenario) -> list[Template]:
-    """The generator's accepted templates, read from the warehouse (``THEMIS_WAREHOUSE``) by augmentation key.
+AUGMENTED_TEMPLATES = "langbite_augmented_templates"
+"""The asset whose rows ``load_items`` reads from ``inputs.upstream``."""
 
-    Fails naming the asset partition to materialize when the generator has not written them for
-    this option and scenario (any langbite task with the same option and requirements will do).
+
+def augmented_library(
+    spec: augmentation.TemplateAugmentation, scenario: TestScenario, rows: list[dict[str, Any]] | None
+) -> list[Template]:
+    """The generator's accepted templates among ``rows``: its latest rows for this option and scenario.
+
+    Fails naming the asset partition to materialize when there are none (``rows`` None: the
+    generator has not written them for this augmentation key; any langbite task with the same
+    option and requirements will do).
     """
-    from themis_dagster.resources import WarehouseResource
-    from themis_dagster.settings import Settings
-
-    key = augmentation.augmentation_key(spec, scenario)
-    settings = Settings.from_env()
-    warehouse = WarehouseResource(database=str(settings.warehouse), lock_timeout_s=settings.warehouse_lock_timeout_s)
-    with warehouse.connect() as conn:
-        rows = read_augmented_rows(conn, spec.generator, key)
     if rows is None:
+        key = augmentation.augmentation_key(spec, scenario)
         raise LibraryError(
             f"template_augmentation: no templates generated by {spec.generator!r} for this option and scenario "
             f"(augmentation {key[:12]}): materialize asset langbite_augmented_templates, partition "
             f"{spec.generator}|<this langbite task>, first"
         )
     return augmentation.accepted_templates(rows, spec)
-
-
-def read_augmented_rows(conn: Any, generator: str, key: str) -> list[dict[str, Any]] | None:
-    """The rows of the latest materialization with this augmentation key (None: there is none)."""
-    exists = conn.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'langbite_augmented_templates'"
-    ).fetchone()
-    if not exists or not exists[0]:
-        return None
-    latest = conn.execute(
-        "SELECT task, run_id FROM langbite_augmented_templates WHERE model = ? AND augmentation_sha256 = ? "
-        "ORDER BY materialized_at DESC LIMIT 1",
-        [generator, key],
-    ).fetchone()
-    if latest is None:
-        return None
-    cursor = conn.execute(
-        "SELECT pair, attempt, position, status, concern, prompt, oracle_prediction FROM langbite_augmented_templates "
-        "WHERE model = ? AND task = ? AND run_id = ? AND augmentation_sha256 = ?",
-        [generator, latest[0], latest[1], key],
-    )
-    names = [column[0] for column in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def request_id(item_id: str, index: int) -> str:

@@ -23,7 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themis_dagster.settings import PROJECT_ROOT, Settings
+from themis_dagster.settings import PROJECT_ROOT
+from themis_dagster.tasks.spec import TaskInputs
 
 if TYPE_CHECKING:
     from lm_eval.api.task import Task
@@ -61,16 +62,15 @@ def project_path(path: str | Path) -> Path:
     return (candidate if candidate.is_absolute() else PROJECT_ROOT / candidate).resolve()
 
 
-def resolve_data_file(dataset: str, name: str, files: Mapping[str, Path]) -> Path:
-    """The file the asset already resolved (``files``), else the resolver's mirror or cache copy."""
+def resolve_data_file(dataset: str, name: str, files: Mapping[str, Path], inputs: TaskInputs | None = None) -> Path:
+    """The file the asset already resolved (``files``), else the resolver's mirror or cache copy (``inputs``'
+    directories; never downloaded)."""
     if name in files:
         return Path(files[name]).resolve()
     from themis_dagster.datasets import resolve_file
 
-    settings = Settings.from_env()
-    resolved = resolve_file(
-        dataset, name, datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir, allow_download=False
-    )
+    datasets_dir, cache_dir = (inputs or TaskInputs()).directories()
+    resolved = resolve_file(dataset, name, datasets_dir=datasets_dir, cache_dir=cache_dir, allow_download=False)
     return resolved.path.resolve()
 
 
@@ -78,7 +78,7 @@ def _folder_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
 
-def stage(folder: Path, files: Mapping[str, Path]) -> Path:
+def stage(folder: Path, files: Mapping[str, Path], inputs: TaskInputs | None = None) -> Path:
     """``folder`` itself when no YAML in it has a placeholder, else its instantiated copy.
 
     The copy lives under a digest of the folder's contents and the substituted paths, so
@@ -88,7 +88,7 @@ def stage(folder: Path, files: Mapping[str, Path]) -> Path:
     tokens = {m.group(0): (m.group(1), m.group(2)) for text in texts.values() for m in PLACEHOLDER.finditer(text)}
     if not tokens:
         return folder
-    paths = {token: str(resolve_data_file(dataset, name, files)) for token, (dataset, name) in tokens.items()}
+    paths = {token: str(resolve_data_file(dataset, name, files, inputs)) for token, (dataset, name) in tokens.items()}
     digest = hashlib.sha256(json.dumps(sorted(paths.items())).encode())
     for path in _folder_files(folder):
         digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")

@@ -10,8 +10,8 @@ metrics: ``metrics.py``.
 
 from __future__ import annotations
 
-from themis_dagster.tasks.bbq.rendering import render, sha256, template_text
 from themis_dagster.tasks.choices import choice_requests, choice_scores, first_argmax
+from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 from themis_dagster.tasks.winogender.data import Params, load_items
 from themis_dagster.tasks.winogender.metrics import compute_metrics
@@ -26,7 +26,7 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
     Both share the whole prompt, and the three pronoun twins of a schema share it up to the
     pronoun: consecutive requests, so vLLM's prefix cache can reuse their blocks.
     """
-    digest = sha256(template_text(templates, params.template))
+    digest = template_sha256(template_text(templates, params.template))
     requests = []
     for item in items:
         context = render(templates, params.template, sentence=item.fields["sentence"], pronoun=item.fields["pronoun"])

@@ -1,7 +1,7 @@
 """BBQ as a chat question (task ``bbq_generate``): options as letters, the reply parsed.
 
 The prompt (``bbq_chat`` in ``bbq_templates.yaml``) lists ans0..ans2 as A..C; the reply is
-read by ``answer_parser.parse_answer`` (letters in many shapes, else the answer text or an
+read by ``parser.parse_answer`` (letters in many shapes, else the answer text or an
 UNKNOWN phrase). Unreadable replies are judged ``unparsed_<reason>`` and counted by
 ``unparsed_rate``; they are left out of accuracy and bias scores (``metrics.py``).
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.answer_parser import parse_answer
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
-from themis_dagster.tasks.bbq.judging import answered, unanswered
+from themis_dagster.tasks.bbq.judge import answered, unanswered
 from themis_dagster.tasks.bbq.metrics import PAIRED_METRICS, compute_metrics
+from themis_dagster.tasks.bbq.parser import parse_answer
 from themis_dagster.tasks.bbq.r_matching import match_prediction
 from themis_dagster.tasks.bbq.rendering import lettered_chat_request
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response

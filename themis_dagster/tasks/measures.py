@@ -1,6 +1,6 @@
 """What a task declares about each headline metric for paired comparisons: the per-item quantity and its test.
 
-A task module (or the ``TASK`` object it declares) may set ``PAIRED_METRICS``: anything
+A task may declare the ``PAIRED_METRICS`` hook (tasks/spec.py ``TaskModule``): anything
 with ``.get(metric) -> PairedMeasure | None`` (a plain dict, as lm-eval tasks list their
 metrics). The test follows from the metric's nature:
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
-from themis_dagster.tasks.spec import Judgment
+from themis_dagster.tasks.spec import Judgment, TaskHooks
 
 T = TypeVar("T")
 TestName = Literal["mcnemar_exact", "sign_flip_permutation", "paired_bootstrap"]
@@ -68,10 +68,9 @@ class PairedMetrics(Protocol):
     def get(self, metric: str, /) -> PairedMeasure | None: ...
 
 
-def paired_metrics(module: object) -> PairedMetrics:
-    """The task's declaration (its module or ``TASK`` object's ``PAIRED_METRICS``), or an empty one."""
-    declared = getattr(module, "PAIRED_METRICS", None)
-    return declared if declared is not None else {}
+def paired_metrics(hooks: TaskHooks) -> PairedMetrics:
+    """The task's ``PAIRED_METRICS`` hook (``LoadedTask.hooks``), or an empty one when it declares none."""
+    return hooks.PAIRED_METRICS if hooks.PAIRED_METRICS is not None else {}
 
 
 def mean_of(values: list[Any]) -> float | None:

@@ -1,10 +1,10 @@
 """EsBBQ / CaBBQ as a chat question (tasks ``esbbq_generate``, ``cabbq_generate``): options as letters.
 
 The prompt (``esbbq_chat`` / ``cabbq_chat``) lists ans0, ans1 and the first UNKNOWN wording
-as A, B, C; the reply is read by the BBQ task's ``answer_parser.parse_answer`` (a letter in
+as A, B, C; the reply is read by the BBQ task's ``parser.parse_answer`` (a letter in
 many shapes, else an option's text; any of lm-eval's nine UNKNOWN wordings names C).
 Unreadable replies are judged ``unparsed_<reason>``, counted by ``unparsed_rate`` and left out
-of the four scores, which are ``scoring.py``'s (the repository's ``bias_score.py``).
+of the four scores, which are ``metrics.py``'s (the repository's ``bias_score.py``).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import re
 
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.answer_parser import parse_answer
+from themis_dagster.tasks.bbq.parser import parse_answer
 from themis_dagster.tasks.bbq.rendering import lettered_chat_request
 from themis_dagster.tasks.esbbq.data import load_items
-from themis_dagster.tasks.esbbq.scoring import answer_type
-from themis_dagster.tasks.esbbq.scoring import compute_metrics as bias_scores
+from themis_dagster.tasks.esbbq.metrics import answer_type
+from themis_dagster.tasks.esbbq.metrics import compute_metrics as bias_scores
 from themis_dagster.tasks.esbbq.utils import Params as LoglikelihoodParams
 from themis_dagster.tasks.scoring import rate_metric
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response

@@ -30,7 +30,7 @@ from pydantic import Field, field_validator, model_validator
 
 from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.tasks.lm_eval_bridge import conversions, loader
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams
 
 if TYPE_CHECKING:
     from lm_eval.api.task import Task
@@ -82,12 +82,12 @@ class Params(TaskParams):
         return self
 
 
-def build_task(params: Params, files: dict[str, Path]) -> Task:
+def build_task(params: Params, files: dict[str, Path], inputs: TaskInputs | None = None) -> Task:
     """The configured lm-eval task object (as ``simple_evaluate`` configures it)."""
-    include = [loader.stage(loader.project_path(p), files) for p in params.include_path]
+    include = [loader.stage(loader.project_path(p), files, inputs) for p in params.include_path]
     if params.task_yaml is not None:
         source = loader.project_path(params.task_yaml)
-        folder = loader.stage(source.parent, files)
+        folder = loader.stage(source.parent, files, inputs)
         spec, include, defaults = str(folder / source.name), [folder, *include], bool(params.include_defaults)
     else:
         spec, defaults = str(params.lm_eval_task), params.include_defaults is not False
@@ -149,10 +149,10 @@ def _doc_instances(task: Task, limit: int | None) -> list[tuple[int, dict[str, A
     return out
 
 
-def load_items(files: dict[str, Path], params: Params) -> list[Item]:
+def load_items(files: dict[str, Path], params: Params, *, inputs: TaskInputs | None = None) -> list[Item]:
     """One item per lm-eval doc (the first ``limit``), in lm-eval's doc order; item id = doc id."""
     with loader.quiet():
-        task = build_task(params, files)
+        task = build_task(params, files, inputs)
         built = _doc_instances(task, params.limit)
     _check_choices(task, params, dict(built[0][1]) if built else None)
     record = {"task": task.config.task, "output_type": task.OUTPUT_TYPE, "repeats": int(task.config.repeats or 1)}
@@ -245,11 +245,18 @@ def _score(metrics: dict[str, Any], wanted: str | None) -> float | None:
     return None
 
 
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
+def judge(
+    items: list[Item],
+    requests: list[Request],
+    responses: list[Response],
+    params: Params,
+    *,
+    inputs: TaskInputs | None = None,
+) -> list[Judgment]:
     """Per doc: lm-eval's filters and ``process_results`` on the engine's answers; never raises on odd output."""
     by_id = {response.request_id: response for response in responses}
     with loader.quiet():
-        task = build_task(params, {})
+        task = build_task(params, {}, inputs)
     ensembles = {ensemble.name: ensemble for ensemble in getattr(task, "_filters", [])}
     name = params.filter_name or next(iter(ensembles), "none")
     ensemble = ensembles.get(name)
@@ -297,12 +304,14 @@ def _aggregate(aggregation: Any, values: list[Any]) -> float | None:
         return None
 
 
-def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
+def compute_metrics(
+    judgments: list[Judgment], params: Params, *, inputs: TaskInputs | None = None
+) -> list[MetricValue]:
     """Each per-doc metric aggregated by lm-eval's function, overall and per subset; bootstrap CIs for means."""
     from lm_eval.api.metrics import mean, nanmean
 
     with loader.quiet():
-        aggregations = dict(build_task(params, {}).aggregation())
+        aggregations = dict(build_task(params, {}, inputs).aggregation())
     groups: dict[str, dict[str | None, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for judgment in judgments:
         if not judgment.parsed:

@@ -1,5 +1,7 @@
 """The mitigations a variant may declare, one per variant, validated with the model registry.
 
+Declarations only (``ModelSpec.mitigation``); applying them is ``mitigations/``'s work.
+
 Stages follow the usual taxonomy of bias mitigation for language models (pre-, in- and
 post-processing, e.g. Gallegos et al. 2024, "Bias and Fairness in Large Language Models:
 A Survey", section 5): pre-processing changes what the model is asked, in-processing changes

@@ -1,0 +1,90 @@
+"""What several ``themis`` subcommands share: the Dagster home, model partitions, the plan's checks,
+the warehouse resource, the leaderboard's printout and the quick-exit flag."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from themis_dagster.registry.models import get_model, load_registry
+from themis_dagster.settings import PROJECT_ROOT, Settings
+
+if TYPE_CHECKING:
+    from themis_dagster.resources import WarehouseResource
+
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+QUICK_EXIT = False  # set by console_main: the process ends with os._exit after main()
+
+
+def ensure_dagster_home() -> Path:
+    """Use ``$DAGSTER_HOME`` or the project's ``.dagster_home`` (created with the shipped settings)."""
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / ".dagster_home")))
+    home.mkdir(parents=True, exist_ok=True)
+    shipped = PROJECT_ROOT / "dagster.yaml"
+    target = home / "dagster.yaml"
+    if shipped.is_file() and not target.exists():
+        target.write_text(shipped.read_text())
+    return home
+
+
+def register_models(instance: object, model_ids: Sequence[str]) -> list[str]:
+    """Add validated model ids as ``models`` partitions; returns the ones that were new."""
+    from dagster import DagsterInstance
+
+    from themis_dagster.partitions import MODELS_PARTITION
+    from themis_dagster.registry.model_id import validate_model_id
+
+    assert isinstance(instance, DagsterInstance)
+    for model_id in model_ids:
+        validate_model_id(model_id)
+    existing = set(instance.get_dynamic_partitions(MODELS_PARTITION))
+    new = [model_id for model_id in model_ids if model_id not in existing]
+    if new:
+        instance.add_dynamic_partitions(MODELS_PARTITION, new)
+    return new
+
+
+def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> None:
+    """Fail fast, before any engine starts: models file, model id, task names and parameters."""
+    from themis_dagster.tasks.loader import load_overrides, load_task
+
+    models = load_registry(settings.models_file, settings.discovered_models_file)
+    get_model(models, model_id)
+    overrides = load_overrides(settings.task_overrides_file)
+    for task in tasks:
+        if judge_model := load_task(task, overrides.get(task), models=models).judge_model:
+            get_model(models, judge_model)
+
+
+def tasks_with_data(settings: Settings, tasks: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """Split tasks into those whose benchmark files can be found (or fetched) and those that cannot."""
+    from themis_dagster.tasks.loader import tasks_with_local_data
+
+    return tasks_with_local_data(list(tasks), settings.datasets_dir, settings.cache_dir, allow_download=True)
+
+
+def warehouse_resource(settings: Settings) -> WarehouseResource:
+    """The warehouse resource the settings name (a DuckDB file, or a DuckLake database with its data path)."""
+    from themis_dagster.resources import WarehouseResource
+
+    return WarehouseResource(
+        database=str(settings.warehouse),
+        data_path=settings.warehouse_data_path,
+        lock_timeout_s=settings.warehouse_lock_timeout_s,
+    )
+
+
+def print_leaderboard(warehouse: Path, out: TextIO | None = None) -> None:
+    """Print the leaderboard table, read through the read-only door (a DuckDB file or a DuckLake warehouse)."""
+    from themis_dagster.warehouse.readonly import connect_read_only
+
+    with connect_read_only(warehouse) as conn:
+        frame = conn.execute(
+            "SELECT task, metric, rank, model, round(value, 4) AS value, "
+            "round(ci_low, 4) AS ci_low, round(ci_high, 4) AS ci_high, n, ideal "
+            "FROM leaderboard ORDER BY task, metric, rank, model"
+        ).df()
+    print(frame.to_string(index=False) if not frame.empty else "(leaderboard is empty)", file=out or sys.stdout)

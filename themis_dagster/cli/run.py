@@ -1,0 +1,100 @@
+"""``themis run``: evaluate a model on tasks in this process, one Dagster run per task."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+
+from themis_dagster.cli import common
+from themis_dagster.cli.common import (
+    QUIET_LOGS,
+    ensure_dagster_home,
+    print_leaderboard,
+    register_models,
+    tasks_with_data,
+    validate_plan,
+)
+from themis_dagster.registry.models import DEFAULT_MODEL_ID
+from themis_dagster.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = subparsers.add_parser("run", help="evaluate a model on tasks (default: the default model on every task)")
+    run.add_argument("--model", default=DEFAULT_MODEL_ID)
+    run.add_argument("--task", action="append", help="a task name (repeatable); default: every task")
+    run.add_argument("--skip-reports", action="store_true", help="do not rebuild the leaderboard and reports")
+    run.set_defaults(func=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dagster import DagsterInstance
+
+    from themis_dagster.definitions import build_definitions
+    from themis_dagster.partitions import evaluation_key
+    from themis_dagster.resources.engine import shutdown_warm_engines
+    from themis_dagster.runs.orphans import fail_dead_runs
+    from themis_dagster.runs.owner import owner_tags
+    from themis_dagster.runs.pools import ENGINE_POOL, engine_pool_in_use, ensure_engine_pool_limit
+    from themis_dagster.tasks.loader import task_names
+
+    settings = Settings.from_env()
+    tasks = args.task or task_names()
+    validate_plan(settings, args.model, tasks)
+    if not args.task:  # "every task": skip, and say so, those whose data is not available here
+        tasks, missing = tasks_with_data(settings, tasks)
+        for task, reason in missing.items():
+            print(f"[themis] skipping {task}: {reason}", file=sys.stderr)
+    ensure_dagster_home()
+    instance = DagsterInstance.get()
+    for run_id in fail_dead_runs(instance):  # killed earlier: schedules and sensors may now retry them
+        print(f"[themis] run {run_id} was left unfinished by a process that is gone: marked failed", file=sys.stderr)
+    if ensure_engine_pool_limit(instance):
+        print(f"[themis] the {ENGINE_POOL!r} pool had no limit on this instance: set to 1 engine at a time "
+              f"(dagster instance concurrency set {ENGINE_POOL} N to change)", file=sys.stderr)  # fmt: skip
+    register_models(instance, [args.model])
+    defs = build_definitions(settings, keep_warm=True)
+    job = defs.resolve_job_def("evaluate")
+    failed = []
+    try:
+        for task in tasks:
+            started = time.perf_counter()
+            run_id = str(uuid.uuid4())
+            result = job.execute_in_process(
+                partition_key=evaluation_key(args.model, task),
+                instance=instance,
+                raise_on_error=False,
+                run_config=QUIET_LOGS,
+                run_id=run_id,
+                tags=owner_tags(run_id),  # from its creation, so a kill at any point is recognised (runs.orphans)
+            )
+            status = "ok" if result.success else "FAILED"
+            engine_note = ""
+            for event in result.asset_materializations_for_node("raw_responses"):
+                meta = event.metadata
+                load = meta.get("engine_load_seconds")
+                engine_note = (
+                    f" (engine: load {load.value if load else 0} s, inference {meta['engine_seconds'].value} s)"
+                )
+            elapsed = time.perf_counter() - started
+            print(f"[themis] {args.model}|{task}: {status} in {elapsed:.1f} s{engine_note}", flush=True)
+            if not result.success:
+                failed.append(task)
+            if engine_pool_in_use(instance):  # another run waits for (or holds) the engine pool:
+                shutdown_warm_engines()  # do not keep a second engine in memory (one GPU) meanwhile
+        if not args.skip_reports:
+            run_id = str(uuid.uuid4())
+            defs.resolve_job_def("reports").execute_in_process(
+                instance=instance, run_config=QUIET_LOGS, run_id=run_id, tags=owner_tags(run_id)
+            )
+    finally:
+        started = time.perf_counter()
+        shutdown_warm_engines(process_exiting=common.QUICK_EXIT)
+        print(f"[themis] engines shut down in {time.perf_counter() - started:.1f} s", flush=True)
+    if not args.skip_reports:
+        print_leaderboard(settings.warehouse)
+    if failed:
+        print(f"[themis] failed tasks: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0

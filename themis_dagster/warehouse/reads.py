@@ -1,0 +1,36 @@
+"""Read a declared table's rows with bound parameters: one (model, task) partition, or the rows of some keys."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from themis_dagster.warehouse.tables import declared, quote
+
+
+def read_partition(conn: duckdb.DuckDBPyConnection, table: str, model: str, task: str) -> pl.DataFrame:
+    """All rows of (model, task) in ``table``, in the table's column order."""
+    names = ", ".join(quote(column) for column in declared(table).column_names)
+    query = f"SELECT {names} FROM {quote(table)} WHERE model = ? AND task = ?"  # noqa: S608
+    return conn.execute(query, [model, task]).pl()
+
+
+def read_by_key(conn: duckdb.DuckDBPyConnection, table: str, key: str, values: list[str]) -> pl.DataFrame:
+    """The rows of ``table`` whose ``key`` is one of ``values``, one row per value.
+
+    ``append_new`` stores a value once; should two writers race, their rows hold the same
+    answer and either one is returned.
+    """
+    declaration = declared(table)
+    if key not in declaration.column_names:
+        raise KeyError(f"{table} has no column {key!r}")
+    names = ", ".join(f"t.{quote(column)}" for column in declaration.column_names)
+    conn.register("themis_keys", pl.DataFrame({"key": values}, schema={"key": pl.String}).to_arrow())
+    try:
+        query = (
+            f"SELECT {names} FROM {quote(table)} t JOIN themis_keys k ON t.{quote(key)} = k.key "  # noqa: S608
+            f"QUALIFY row_number() OVER (PARTITION BY t.{quote(key)} ORDER BY t.{quote(key)}) = 1"
+        )
+        return conn.execute(query).pl()
+    finally:
+        conn.unregister("themis_keys")
