@@ -145,7 +145,9 @@ def write_thinker(folder: Path, max_model_len: int = 4096, budget_tokens: int = 
 def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, str], Path]]:
     folder = tmp_path_factory.mktemp("reasoning")
     warehouse = folder / "w.duckdb"
-    overrides = write_overrides(folder / "overrides.yaml", {"bbq_generate": {"limit": 12}, "iat": {"iterations": 1}})
+    sizes: dict[str, dict[str, object]] = {"bbq_generate": {"limit": 12}, "iat": {"iterations": 1}}
+    sizes |= {task: {"limit": 6} for task in FAMILIES}
+    overrides = write_overrides(folder / "overrides.yaml", sizes)
     resources = make_resources(warehouse, overrides)
     themis = resources["themis"]
     assert isinstance(themis, ThemisConfig)
@@ -201,6 +203,27 @@ def test_replies_in_every_format_are_split_guarded_and_counted(graph: Callable[[
     per_subset = _rows(warehouse, "SELECT count(*) FROM metric_values WHERE model = ? AND task = ? "
                                   "AND metric = 'truncated_rate' AND subset IS NOT NULL", THINKER, task)  # fmt: skip
     assert per_subset[0][0] >= 1
+
+
+# one chat task of every other family: each names an engine failure its own way; the guard's outcome replaces it
+FAMILIES = ["esbbq_generate", "crows_pairs_mc", "winobias_chat", "gb_direct", "langbite_example"]
+
+
+@requires_mirror
+@pytest.mark.parametrize("task", FAMILIES)
+def test_every_chat_family_records_the_guards_outcomes(graph: Callable[[str, str], Path], task: str) -> None:
+    warehouse = graph(THINKER, task)
+    outcomes = {row[0] for row in _rows(warehouse, "SELECT DISTINCT outcome FROM judgments WHERE model = ? "
+                                                   "AND task = ?", THINKER, task)}  # fmt: skip
+    # LangBiTe judges a group of replies at once: a group with an unfinished one is reasoning_unfinished
+    assert {"reasoning_unfinished", "truncated"} <= outcomes or (task == "langbite_example" and
+                                                                 "reasoning_unfinished" in outcomes)  # fmt: skip
+    assert not outcomes & {"engine_error", "missing_response", "error_engine_error", "error_missing_response"}
+    details = _rows(warehouse, "SELECT detail::VARCHAR FROM judgments WHERE model = ? AND task = ?", THINKER, task)
+    assert all(SENTINEL not in (detail or "") for (detail,) in details)
+    metrics = {row[0] for row in _rows(warehouse, "SELECT metric FROM metric_values WHERE model = ? AND task = ? "
+                                                  "AND subset IS NULL", THINKER, task)}  # fmt: skip
+    assert {"reasoning_unfinished_rate", "truncated_rate"} <= metrics
 
 
 @requires_mirror
