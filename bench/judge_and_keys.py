@@ -1,7 +1,7 @@
 """Benchmark: the two levers of issue 14 item 2's last step, each against its peer in the same run.
 
 1. The ``judgments`` stage's work for crows_pairs at N requests (N/2 pairs): the columnar
-   ``judge_frame`` (``stages/columnar.py``) against the record path it replaces
+   ``judge_frame`` (``columnar/columnar.py``) against the record path it replaces
    (``assets/evaluation.py::_judged_by_chunks``: items, requests and responses as records
    8192 items at a time, ``judge``, judgments back to a frame). Same frames in, equal frames out
    (checked here too).
@@ -31,8 +31,8 @@ import duckdb  # noqa: E402
 import polars as pl  # noqa: E402
 
 from themis_dagster.assets.evaluation import _judged_by_chunks  # noqa: E402
+from themis_dagster.columnar.columnar import columnar_judge, judged_frame  # noqa: E402
 from themis_dagster.partitions import EvaluationPartition  # noqa: E402
-from themis_dagster.stages.columnar import columnar_judge, judged_frame  # noqa: E402
 from themis_dagster.tasks.loader import load_task  # noqa: E402
 from themis_dagster.warehouse.partitions import replace_partition  # noqa: E402
 from themis_dagster.warehouse.schema import ensure_schema  # noqa: E402

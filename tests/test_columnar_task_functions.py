@@ -20,9 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from themis_dagster.exchange import Request, Response
-from themis_dagster.partitions import EvaluationPartition
-from themis_dagster.stages.columnar import (
+from themis_dagster.columnar.columnar import (
     columnar_items,
     columnar_judge,
     columnar_metrics,
@@ -31,6 +29,8 @@ from themis_dagster.stages.columnar import (
     judged_frame,
     requests_frame,
 )
+from themis_dagster.exchange import Request, Response
+from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.tasks.crows_pairs import utils as crows_pairs
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue

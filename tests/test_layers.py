@@ -1,7 +1,7 @@
 """No import runs up the layers: every ``themis_dagster`` module imports only its own layer and those below.
 
 ``LAYERS`` lists them bottom to top; lazy imports inside functions count too. ``partitions`` and
-``stages`` (the evaluation chain's plumbing) sit between the tasks and the assets.
+``columnar`` (the evaluation chain's column-at-a-time plumbing) sit between the tasks and the assets.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("registry",),
     ("stats",),
     ("datasets",),
+    ("judging",),
     ("runs",),
     ("engines",),
     ("warehouse",),
     ("mitigations",),
     ("tasks",),
     ("partitions",),
-    ("stages",),
+    ("columnar",),
     ("comparisons",),
     ("reports",),
     ("importers",),
@@ -30,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("assets",),
     ("sensors", "schedules"),
     ("definitions",),
-    ("cli",),
+    ("cli", "explorer"),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

@@ -16,6 +16,7 @@ import pytest
 
 from tests.test_openai_engine import FakeServer, Reply, fake, json_reply  # noqa: F401 - fake: the fixture
 from themis_dagster.assets.answering import answer_requests
+from themis_dagster.columnar.reply_guard import guard_replies, relabel, withheld_rates
 from themis_dagster.engines.base import EngineInfo
 from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.engines.reasoning import ReasoningBudget, with_openai_reasoning
@@ -25,7 +26,6 @@ from themis_dagster.registry.models import ModelSpec, parse_models
 from themis_dagster.registry.reasoning import check_reasoning_budget, vllm_reasoning_parsers
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource, WarehouseResource
-from themis_dagster.stages.reply_guard import guard_replies, relabel, withheld_rates
 from themis_dagster.tasks.spec import Judgment, TaskParams
 from themis_dagster.warehouse.frames import from_frame, to_frame
 from themis_dagster.warehouse.schema import ensure_schema

@@ -23,12 +23,12 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import make_resources, requires_mirror, write_overrides
 from tests.reasoning_fixture import build_thinking_model, default_model_folder, thinking_model_entry, write_models_file
 from themis_dagster.assets import evaluation_assets
+from themis_dagster.columnar.reply_guard import guard_replies, relabel
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.exchange import Response
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.resources import ThemisConfig
 from themis_dagster.resources.engine import shutdown_warm_engines
-from themis_dagster.stages.reply_guard import guard_replies, relabel
 from themis_dagster.tasks.bbq import generate_utils as bbq_generate
 from themis_dagster.tasks.spec import Item, Request
 from themis_dagster.warehouse.frames import from_frame, to_frame

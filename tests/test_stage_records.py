@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from themis_dagster.columnar.lazy import LazyRecords
 from themis_dagster.exchange import Request, Response
-from themis_dagster.stages.lazy import LazyRecords
 from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import frames
 from themis_dagster.warehouse.frames import from_frame, to_frame

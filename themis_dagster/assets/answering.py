@@ -27,6 +27,7 @@ from typing import Any
 
 import polars as pl
 
+from themis_dagster.columnar.fingerprints import cacheable_rows, request_fingerprints
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.dispatch import DispatchStats, dispatch
 from themis_dagster.engines.fingerprint import model_fingerprint
@@ -34,7 +35,6 @@ from themis_dagster.exchange import Request, Response
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.stages.fingerprints import cacheable_rows, request_fingerprints
 from themis_dagster.tasks.spec import Item, Resend
 from themis_dagster.warehouse.frames import from_frame, to_frame
 from themis_dagster.warehouse.reads import read_by_key

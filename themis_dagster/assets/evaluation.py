@@ -46,13 +46,7 @@ from themis_dagster.assets.stage import (
     stage_frame,
     task_metadata,
 )
-from themis_dagster.exchange import GenerationParams, Request, Response
-from themis_dagster.partitions import EvaluationPartition, model_and_task
-from themis_dagster.provenance import code_version
-from themis_dagster.registry.reasoning import check_reasoning_budget
-from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.runs.pools import ENGINE_POOL
-from themis_dagster.stages.columnar import (
+from themis_dagster.columnar.columnar import (
     columnar_items,
     columnar_judge,
     columnar_metrics,
@@ -61,7 +55,13 @@ from themis_dagster.stages.columnar import (
     judged_frame,
     requests_frame,
 )
-from themis_dagster.stages.reply_guard import GUARD_OUTCOMES, GUARDED, guard_replies, relabel, withheld_rates
+from themis_dagster.columnar.reply_guard import GUARD_OUTCOMES, GUARDED, guard_replies, relabel, withheld_rates
+from themis_dagster.exchange import GenerationParams, Request, Response
+from themis_dagster.partitions import EvaluationPartition, model_and_task
+from themis_dagster.provenance import code_version
+from themis_dagster.registry.reasoning import check_reasoning_budget
+from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
+from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse.appends import append_rows
@@ -97,7 +97,7 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     files = themis.dataset_files(task)
     paths = {name: f.path for name, f in files.items()}
     combined_sha = "+".join(f.sha256 for f in files.values())
-    if (columnar := columnar_items(task)) is not None:  # a column at a time (stages/columnar.py)
+    if (columnar := columnar_items(task)) is not None:  # a column at a time (columnar/columnar.py)
         frame = items_frame(columnar, key, paths, task.params, combined_sha)
     else:
         items = task.module.load_items(paths, task.params)
@@ -143,7 +143,7 @@ def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, wareh
     with warehouse.connect() as conn:
         items = read_upstream_frame(conn, "task_items", key)
         upstream = read_generation(conn, "task_items", key)
-    if (columnar := columnar_requests(task)) is not None:  # a column at a time (stages/columnar.py)
+    if (columnar := columnar_requests(task)) is not None:  # a column at a time (columnar/columnar.py)
         frame = requests_frame(columnar, key, items, task.params, task.templates)
     else:
         if item_local(task):  # a chunk of items at a time
@@ -351,7 +351,7 @@ def judgments(
     guarded = guard_replies(responses, themis.model(key.model).reasoning is not None)
     responses = guarded.responses
     second_opinions, answering = 0, AnswerStats()
-    if columnar is not None:  # the whole partition a column at a time (stages/columnar.py)
+    if columnar is not None:  # the whole partition a column at a time (columnar/columnar.py)
         frame = judged_frame(columnar, key, items, responses, task.params)
     elif item_local(task) and task.second_opinion is None:  # a chunk of items at a time
         assert prompts is not None
@@ -409,13 +409,13 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     with warehouse.connect() as conn:
         judged_rows = read_upstream_frame(conn, "judgments", key)
         upstream = read_generation(conn, "judgments", key)
-    if columnar is not None:  # the judgments a column at a time (stages/columnar.py)
+    if columnar is not None:  # the judgments a column at a time (columnar/columnar.py)
         values = columnar(judged_rows, task.params)
     else:
         values = task.module.compute_metrics(from_frame("judgments", judged_rows, Judgment), task.params)
     if task.spec.request_type in GUARDED and (
         themis.model(key.model).reasoning is not None or judged_rows["outcome"].is_in(GUARD_OUTCOMES).any()
-    ):  # how many replies the guard withheld (stages/reply_guard.py)
+    ):  # how many replies the guard withheld (columnar/reply_guard.py)
         values = [*values, *withheld_rates(judged_rows, task.params)]
     del judged_rows
     now = datetime.now(UTC).replace(tzinfo=None)

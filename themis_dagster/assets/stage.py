@@ -15,9 +15,9 @@ import duckdb
 import polars as pl
 from dagster import MetadataValue
 
+from themis_dagster.columnar.lazy import LazyRecords
 from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.provenance import code_version
-from themis_dagster.stages.lazy import LazyRecords
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.warehouse import generations
 from themis_dagster.warehouse.frames import from_frame, to_frame

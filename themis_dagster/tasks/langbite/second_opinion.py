@@ -45,9 +45,8 @@ import unicodedata
 from collections import defaultdict
 from typing import Any
 
-import jinja2
-
 from themis_dagster.tasks.langbite import oracles
+from themis_dagster.tasks.rendering import compile_template
 from themis_dagster.tasks.spec import Judgment, Request, Response
 
 TEMPLATE = "langbite_llm_eval"
@@ -104,8 +103,7 @@ def question_for(operation: str) -> str:
 
 
 def render(template_text: str, prompt: str, expected: list[str], response: str) -> str:
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701 - plain text
-    return environment.from_string(template_text).render(prompt=prompt, expected=",".join(expected), response=response)
+    return compile_template(template_text).render(prompt=prompt, expected=",".join(expected), response=response)
 
 
 def build_requests(judgments: list[Judgment], templates: dict[str, str], gen_params: dict[str, Any]) -> list[Request]:

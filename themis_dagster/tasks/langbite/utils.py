@@ -31,7 +31,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import yaml
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
@@ -50,6 +49,7 @@ from themis_dagster.tasks.langbite.library import (
 from themis_dagster.tasks.langbite.scenario import TestScenario, load_scenario
 from themis_dagster.tasks.langbite.verdicts import evaluation_of, metric_rows, requirement_key
 from themis_dagster.tasks.measures import Ratio, mean_of, single
+from themis_dagster.tasks.rendering import compile_template
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams
 
 
@@ -254,8 +254,7 @@ def request_id(item_id: str, index: int) -> str:
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """One chat request per instance, worded by the ``with_prefix`` or ``plain`` template (LangBiTe's wording)."""
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701 - plain text
-    compiled = {name: environment.from_string(text) for name, text in templates.items()}
+    compiled = {name: compile_template(text) for name, text in templates.items()}
     digests = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in templates.items()}
     gen_params = params.generation_params()
     requests = []

@@ -43,7 +43,7 @@ FAILURE_OUTCOMES = ("engine_error", "missing_response", "error_engine_error", "e
 GUARDED = ("chat",)
 
 
-_WITHHELD = ": not an answer, withheld from the task's parser (stages/reply_guard.py)"
+_WITHHELD = ": not an answer, withheld from the task's parser (columnar/reply_guard.py)"
 
 
 def withheld_error(outcome: str) -> str:

@@ -1,0 +1,81 @@
+"""Benchmark: inference with answers committed every THEMIS_COMMIT_INTERVAL_S against one commit per chunk.
+
+One process, one loaded engine, one partition's requests (default: `crows_pairs_prompted` at its
+published size, 3,016 loglikelihoods, one chunk): after a warm-up pass, the answering path runs
+the partition alternately with a 1e9 s interval (the one-batch commit, the peer) and with the
+default interval, each time into an empty warehouse, so no answer is reused. Engine load and
+process start are outside both figures; the prefix cache is equally warm for both.
+
+    .venv/bin/python bench/commit_overhead.py [--task crows_pairs_prompted] [--rounds 3] [--interval 10]
+
+Ends with `ratio interval / one-batch: <median of the per-round ratios>x` (target <= 1.05).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from themis_dagster.assets.answering import answer_requests  # noqa: E402
+from themis_dagster.engines.vllm.engine import VLLMEngine  # noqa: E402
+from themis_dagster.registry.models import DEFAULT_MODEL_ID, get_model, load_registry  # noqa: E402
+from themis_dagster.resources import ThemisConfig, WarehouseResource  # noqa: E402
+from themis_dagster.settings import Settings  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="crows_pairs_prompted")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--interval", type=float, default=10.0)
+    args = parser.parse_args()
+    settings = Settings.from_env()
+    themis = ThemisConfig(
+        models_file=str(settings.models_file),
+        datasets_dir=str(settings.datasets_dir),
+        cache_dir=str(settings.cache_dir),
+        models_dir=str(settings.models_dir),
+    )
+    task = themis.task(args.task)
+    files = {name: resolved.path for name, resolved in themis.dataset_files(task).items()}
+    items = task.hooks.load_items(files, task.params)
+    requests = task.hooks.build_requests(items, task.params, task.templates)
+    spec = get_model(load_registry(settings.models_file), DEFAULT_MODEL_ID)
+    engine = VLLMEngine(spec, str(themis.weights(spec).path))
+    folder = Path(tempfile.mkdtemp(prefix="commit-overhead-"))
+
+    def timed(name: str, interval: float) -> float:
+        warehouse = WarehouseResource(database=str(folder / f"{name}.duckdb"))
+        started = time.perf_counter()
+        _, stats = answer_requests(
+            requests, engine=lambda: engine, warehouse=warehouse, model_id=spec.id, model_fingerprint="bench",
+            chunk_size=settings.request_chunk_size, retries=0, commit_interval_s=interval,
+        )  # fmt: skip
+        elapsed = time.perf_counter() - started
+        assert stats.sent == len(requests) and stats.reused == 0
+        return elapsed
+
+    timed("warm-up", 1e9)
+    ratios = []
+    for number in range(1, args.rounds + 1):
+        first, second = (1e9, args.interval) if number % 2 else (args.interval, 1e9)
+        seconds = {first: timed(f"r{number}a", first), second: timed(f"r{number}b", second)}
+        ratios.append(seconds[args.interval] / seconds[1e9])
+        print(
+            f"round {number}: {len(requests)} requests; one-batch {seconds[1e9]:.1f} s, "
+            f"every {args.interval:g} s {seconds[args.interval]:.1f} s ({ratios[-1]:.3f}x)",
+            flush=True,
+        )
+    engine.shutdown()
+    print(f"ratio interval / one-batch: {statistics.median(ratios):.3f}x (target <= 1.05)")
+
+
+if __name__ == "__main__":
+    main()
