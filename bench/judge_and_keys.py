@@ -96,6 +96,8 @@ def frames(requests: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         pl.lit(0.0).alias("latency_s"),
         pl.lit(None, dtype=pl.String).alias("error"),
         pl.lit(2, dtype=pl.Int32).alias("n_continuation_tokens"),
+        pl.lit(None, dtype=pl.String).alias("reasoning"),
+        pl.lit(None, dtype=pl.Int32).alias("n_reasoning_tokens"),
     )
     return items, prompts.select(TABLES["prompts"].column_names), responses.select(TABLES["responses"].column_names)
 

@@ -87,6 +87,7 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("n_output_tokens", "INTEGER", False), ("finish_reason", "VARCHAR", False), ("latency_s", "DOUBLE", False),
         ("error", "VARCHAR", False),
         ("n_continuation_tokens", "INTEGER", False),  # added later; ensure_schema adds it to older warehouses
+        ("reasoning", "VARCHAR", False), ("n_reasoning_tokens", "INTEGER", False),  # added with reasoning models
     ], ("model", "task", "request_id")),
     "judgments": ([
         *_PARTITION, ("item_id", "VARCHAR", True), ("subset", "VARCHAR", False), ("outcome", "VARCHAR", False),
@@ -124,7 +125,8 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("logprob", "DOUBLE", False), ("is_greedy", "BOOLEAN", False), ("text", "VARCHAR", False),
         ("prompt_text", "VARCHAR", False), ("n_prompt_tokens", "INTEGER", False),
         ("n_output_tokens", "INTEGER", False), ("finish_reason", "VARCHAR", False), ("latency_s", "DOUBLE", False),
-        ("n_continuation_tokens", "INTEGER", False), ("cached_at", "TIMESTAMP", True),
+        ("n_continuation_tokens", "INTEGER", False), ("reasoning", "VARCHAR", False),
+        ("n_reasoning_tokens", "INTEGER", False), ("cached_at", "TIMESTAMP", True),
     ], ()),
     "comparison_results": ([
         ("model", "VARCHAR", True), ("baseline", "VARCHAR", True), ("task", "VARCHAR", True),

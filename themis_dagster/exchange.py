@@ -122,10 +122,16 @@ class Request:
         n_output_tokens: int,
         finish_reason: str,
         error: str | None = None,
+        *,
+        reasoning: str | None = None,
+        n_reasoning_tokens: int | None = None,
     ) -> Response:
         """The answer to a completion or chat request; ``prompt_text`` is exactly what the model saw.
 
-        With ``error``: a request the engine took but could not complete, as far as it got.
+        With ``error``: a request the engine took but could not complete, as far as it got. A
+        reasoning model's reply comes split: ``text`` is its final answer only, ``reasoning`` what
+        it thought first ("" where it opened a reasoning block and wrote nothing, None where none
+        was found), ``n_reasoning_tokens`` how many tokens that took.
         """
         return Response(
             self.request_id,
@@ -137,6 +143,8 @@ class Request:
             n_prompt_tokens=n_prompt_tokens,
             n_output_tokens=n_output_tokens,
             finish_reason=finish_reason,
+            reasoning=reasoning,
+            n_reasoning_tokens=n_reasoning_tokens,
         )
 
     @classmethod
@@ -191,3 +199,5 @@ class Response:
     finish_reason: str | None = None
     latency_s: float | None = None
     n_continuation_tokens: int | None = None  # loglikelihood: the scored tokens (the rest of the prompt is context)
+    reasoning: str | None = None  # a reasoning model's thinking, split from ``text`` (the answer) by its vLLM parser
+    n_reasoning_tokens: int | None = None

@@ -55,9 +55,11 @@ from themis_dagster.columnar.columnar import (
     judged_frame,
     requests_frame,
 )
-from themis_dagster.exchange import Request, Response
+from themis_dagster.columnar.reply_guard import GUARD_OUTCOMES, GUARDED, guard_replies, relabel, withheld_rates
+from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
+from themis_dagster.registry.reasoning import check_reasoning_budget
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.tasks.loader import LoadedTask
@@ -198,6 +200,8 @@ def raw_responses(
     with warehouse.connect() as conn:
         prompts = read_upstream_frame(conn, "prompts", key)
         upstream = read_generation(conn, "prompts", key)
+    if spec.reasoning is not None:  # budget + the largest answer budget must fit, before any engine starts
+        check_reasoning_budget(spec, _largest_answer_budget(prompts), f"task {key.task}")
     weights = themis.weights(spec)
     identity = engine.output_identity()
     answerer = answerer_for(spec, weights, themis=themis, engine=engine, warehouse=warehouse)
@@ -283,6 +287,12 @@ def raw_responses(
     )
 
 
+def _largest_answer_budget(prompts: pl.DataFrame) -> int:
+    """The largest ``max_tokens`` among a partition's chat requests (0: none; a request without one: the default)."""
+    chats = prompts.filter(pl.col("request_type") == "chat").get_column("gen_params").unique().to_list()
+    return max((GenerationParams.model_validate(json.loads(text or "{}")).max_tokens for text in chats), default=0)
+
+
 def _second_opinion(
     themis: ThemisConfig, engine: EngineResource, warehouse: WarehouseResource, task: LoadedTask, judged: list[Judgment]
 ) -> tuple[list[Judgment], int, AnswerStats]:
@@ -340,6 +350,9 @@ def judgments(
         prompts = read_upstream_frame(conn, "prompts", key, required=False) if columnar is None else None
         responses = read_upstream_frame(conn, "responses", key)
         upstream = read_generation(conn, "responses", key)
+    # replies that are no answer (reasoning unfinished, truncated) never reach the task's parser
+    guarded = guard_replies(responses, themis.model(key.model).reasoning is not None)
+    responses = guarded.responses
     second_opinions, answering = 0, AnswerStats()
     if columnar is not None:  # the whole partition a column at a time (columnar/columnar.py)
         frame = judged_frame(columnar, key, items, responses, task.params)
@@ -357,6 +370,7 @@ def judgments(
         if task.second_opinion is not None and task.judge_model:
             judged, second_opinions, answering = _second_opinion(themis, engine, warehouse, task, judged)
         frame = stage_frame("judgments", key, chunked(judged))
+    frame = relabel(frame, guarded)
     del items, prompts, responses  # not held while the judgments are written (at 10^6 requests: hundreds of MB)
     with warehouse.connect() as conn:
         _, written = replace_stage_frame(conn, "judgments", key, frame, run_id=context.run_id, upstream=upstream)
@@ -376,6 +390,7 @@ def judgments(
             "outcomes": MetadataValue.json(
                 dict(zip(outcomes["outcome"].to_list(), outcomes["len"].to_list(), strict=True))
             ),
+            **({"withheld_replies": MetadataValue.json(guarded.counts())} if guarded.withheld else {}),
             **generation_metadata(written),
         },
     )
@@ -399,6 +414,10 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
         values = columnar(judged_rows, task.params)
     else:
         values = task.module.compute_metrics(from_frame("judgments", judged_rows, Judgment), task.params)
+    if task.spec.request_type in GUARDED and (
+        themis.model(key.model).reasoning is not None or judged_rows["outcome"].is_in(GUARD_OUTCOMES).any()
+    ):  # how many replies the guard withheld (columnar/reply_guard.py)
+        values = [*values, *withheld_rates(judged_rows, task.params)]
     del judged_rows
     now = datetime.now(UTC).replace(tzinfo=None)
     with warehouse.connect() as conn:

@@ -9,14 +9,47 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from themis_dagster.engines.base import AnswerSink, EngineInfo
 from themis_dagster.exchange import GenerationParams, Request, Response
+
+if TYPE_CHECKING:
+    from themis_dagster.engines.reasoning import ReasoningSplitter
 
 
 def _unit(text: str) -> float:
     """A stable pseudo-random number in [0, 1) derived from ``text``."""
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 0x1_0000_0000
+
+
+class FakeTokenizer:
+    """Words as tokens, plus the reasoning markers of vLLM's think-block parsers as special tokens.
+
+    Enough of a tokenizer for vLLM's ``deepseek_r1`` and ``qwen3`` reasoning parsers, so the fake
+    engine splits replies with vLLM's own parser, as the real engine does (``engines/reasoning.py``).
+    """
+
+    SPECIAL: tuple[str, ...] = ("<think>", "</think>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>")
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        return list(self.SPECIAL)
+
+    def get_vocab(self) -> dict[str, int]:
+        return {token: index for index, token in enumerate(self.SPECIAL)}
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        vocabulary = self.get_vocab()
+        for token in self.SPECIAL:  # a special token is a token of its own, wherever it is written
+            text = text.replace(token, f" {token} ")
+        return [vocabulary.get(word, len(self.SPECIAL) + int(_unit(word) * 50_000)) for word in text.split()]
+
+    def decode(self, ids: Sequence[int], **_: object) -> str:
+        return " ".join(self.SPECIAL[i] if i < len(self.SPECIAL) else f"w{i}" for i in ids)
+
+    def convert_tokens_to_ids(self, token: str) -> int | None:
+        return self.get_vocab().get(token)
 
 
 class FakeEngine:
@@ -26,9 +59,14 @@ class FakeEngine:
     plus continuation, or the prompt) and returns an error message, or None to answer it.
     ``per_request_s`` is the time each answer takes inside a batch; each is handed to
     ``on_answered`` as it is made, as a real engine's step loop hands on finished requests.
+    ``finish`` gives a reply's finish reason from its prompt (default ``stop``; ``length`` plays a
+    reply cut at its token cap). ``reasoning``: a reasoning model's vLLM parser, which splits each
+    chat reply into reasoning and answer as the real engine's does; the sampling settings of every
+    call are kept in ``params_seen``.
     """
 
     streams_answers = True
+    applies_reasoning = True  # splits replies itself; its budget changes nothing here (engines/reasoning.py)
 
     def __init__(
         self,
@@ -37,13 +75,18 @@ class FakeEngine:
         fail: Callable[[str], str | None] | None = None,
         latency_s: float = 0.0,
         per_request_s: float = 0.0,
+        finish: Callable[[str], str] | None = None,
+        reasoning: ReasoningSplitter | None = None,
     ) -> None:
         self.info = EngineInfo("fake", model_path, {"fake": "1"}, {}, 0.0)
         self.latency_s = latency_s  # seconds each call takes, as a batch on an accelerator would
         self.per_request_s = per_request_s
         self.reply = reply or (lambda prompt: "1")
         self.fail = fail or (lambda text: None)
+        self.finish = finish or (lambda prompt: "stop")
+        self.reasoning = reasoning
         self.calls: list[str] = []
+        self.params_seen: list[GenerationParams] = []
 
     def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]:
         self._called(f"loglikelihood:{len(requests)}")
@@ -75,23 +118,30 @@ class FakeEngine:
         self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
     ) -> list[Response]:
         self._called(f"generate:{len(requests)}")
+        self.params_seen.append(params)
         return self._each(requests, lambda r: self._reply(r, r.prompt or "", r.prompt or ""), on_answered)
 
     def chat(
         self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
     ) -> list[Response]:
         self._called(f"chat:{len(requests)}")
+        self.params_seen.append(params)
         return self._each(
             requests,
-            lambda r: self._reply(r, (r.messages or [])[-1]["content"], str(r.messages or [])),
+            lambda r: self._reply(r, (r.messages or [])[-1]["content"], str(r.messages or []), self.reasoning),
             on_answered,
         )
 
-    def _reply(self, request: Request, prompt: str, prompt_text: str) -> Response:
+    def _reply(
+        self, request: Request, prompt: str, prompt_text: str, reasoning: ReasoningSplitter | None = None
+    ) -> Response:
         if (error := self.fail(prompt)) is not None:
             return request.generated("", prompt_text, len(prompt.split()), 0, "error", error)
         text = self.reply(prompt)
-        return request.generated(text, prompt_text, len(prompt.split()), len(text.split()), "stop")
+        response = request.generated(text, prompt_text, len(prompt.split()), len(text.split()), self.finish(prompt))
+        if reasoning is None:
+            return response
+        return reasoning.split_response(response, FakeTokenizer().encode(text))
 
     def embed(self, requests: Sequence[Request]) -> list[Response]:
         """Pseudo-vectors (8 dimensions, per whitespace token, averaged) stable per text."""

@@ -61,16 +61,17 @@ def _sha256(value: Any) -> str:
 def model_fingerprint(spec: ModelSpec, weights: ResolvedWeights, engine: Mapping[str, Any]) -> str:
     """The model as far as its answers go: weights, adapter, output-changing settings, engine.
 
-    A mitigation variant's mitigation is in it, so a variant never reuses its parent's answers.
+    A mitigation variant's mitigation is in it, so a variant never reuses its parent's answers;
+    so are a reasoning model's ``reasoning`` settings (parser, chat template arguments, budget).
     The id, description, parent and where the weights sit on disk are left out (their hashes stand
     for them), so a model registered twice under two ids shares its answers; an API model is
     its endpoint and model name.
     """
-    # lineage changes no answer; a mitigation does (kept out when absent, so fingerprints of
-    # models without one are what they were before variants existed)
-    left_out = {"id", "description", "source", "lora", "parent"} | (
-        {"mitigation"} if spec.mitigation is None else set()
-    )
+    # lineage changes no answer; a mitigation or reasoning settings do (each kept out when absent,
+    # so fingerprints of models without one are what they were before it existed)
+    left_out = {"id", "description", "source", "lora", "parent"} | {
+        optional for optional in ("mitigation", "reasoning") if getattr(spec, optional) is None
+    }
     declared = spec.model_dump(mode="json", exclude=left_out)
     declared["engine"] = {k: v for k, v in declared["engine"].items() if k not in SPEED_ONLY_ENGINE_ARGS}
     source = spec.source.model_dump(mode="json") if isinstance(spec.source, ApiSource) else None

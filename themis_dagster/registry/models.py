@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.registry.mitigation import Mitigation
 from themis_dagster.registry.model_id import validate_model_id
+from themis_dagster.registry.reasoning import check_parser_name
 
 DEFAULT_MODEL_ID = "smollm2-135m-instruct"
 
@@ -129,6 +130,30 @@ class LoraAdapter(_Strict):
     max_lora_rank: Literal[1, 8, 16, 32, 64, 128, 256, 320, 512] = 16
 
 
+class ReasoningSpec(_Strict):
+    """How a reasoning model's thinking is kept apart from its answers (``registry/reasoning.py``)."""
+
+    parser: str = Field(
+        min_length=1,
+        description="One of vLLM's reasoning parsers by its registered name (e.g. qwen3, deepseek_r1, "
+        "openai_gptoss): it splits each reply into reasoning and answer.",
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Passed to the chat template when a conversation is rendered, e.g. {enable_thinking: false}.",
+    )
+    budget_tokens: int = Field(
+        ge=0,
+        le=1_000_000,
+        description="Tokens the model may spend reasoning, added on top of each task's answer budget max_tokens.",
+    )
+
+    @field_validator("parser")
+    @classmethod
+    def _known_parser(cls, value: str) -> str:
+        return check_parser_name(value)
+
+
 class ModelSpec(_Strict):
     """One evaluable model: where the weights come from and how the engine runs them."""
 
@@ -143,6 +168,11 @@ class ModelSpec(_Strict):
         "otherwise a path to a Jinja2 chat template file.",
     )
     lora: LoraAdapter | None = None
+    reasoning: ReasoningSpec | None = Field(
+        default=None,
+        description="A reasoning model: its reasoning is split from its answers with this vLLM parser "
+        "(None: replies are answers, as before).",
+    )
     description: str = ""
     parent: str | None = Field(
         default=None,
@@ -169,6 +199,16 @@ class ModelSpec(_Strict):
     def _not_own_parent(self) -> ModelSpec:
         if self.parent == self.id:
             raise ValueError(f"parent: model {self.id!r} cannot be its own parent")
+        return self
+
+    @model_validator(mode="after")
+    def _budget_fits(self) -> ModelSpec:
+        reasoning, window = self.reasoning, self.max_model_len
+        if reasoning is not None and window is not None and reasoning.budget_tokens >= window:
+            raise ValueError(
+                f"reasoning.budget_tokens ({reasoning.budget_tokens}) leaves no room for an answer in "
+                f"max_model_len ({window})"
+            )
         return self
 
     @model_validator(mode="after")

@@ -15,6 +15,7 @@ from pydantic import PrivateAttr
 
 from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.engines.fake import FakeEngine
+from themis_dagster.engines.reasoning import ReasoningSplitter, with_reasoning_budget
 from themis_dagster.mitigations.engine import mitigated
 from themis_dagster.registry.models import ApiSource, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
@@ -96,7 +97,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
         key = (declared, f"{weights.weights_sha256}+{weights.lora_sha256 or ''}")
         if self._engine is not None and self._key == key:
             self._loaded_now = False
-            self._served = mitigated(self._engine, spec.mitigation)
+            self._served = mitigated(with_reasoning_budget(self._engine, spec.reasoning), spec.mitigation)
             return self._served  # type: ignore[no-any-return]
         self.release()
         self._claim_devices(spec)
@@ -109,7 +110,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
                 if self.keep_warm:
                     _WARM[key] = engine
         self._engine, self._key = engine, key
-        self._served = mitigated(engine, spec.mitigation)
+        self._served = mitigated(with_reasoning_budget(engine, spec.reasoning), spec.mitigation)
         return self._served  # type: ignore[no-any-return]
 
     def loaded_info(self) -> EngineInfo | None:
@@ -161,8 +162,21 @@ class FakeEngineResource(EngineResource):
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         fixed = self.reply
         return FakeEngine(
-            weights.path, reply=lambda prompt: fixed, latency_s=self.latency_s, per_request_s=self.per_request_s
+            weights.path,
+            reply=lambda prompt: fixed,
+            latency_s=self.latency_s,
+            per_request_s=self.per_request_s,
+            reasoning=fake_reasoning(spec),
         )
+
+
+def fake_reasoning(spec: ModelSpec) -> ReasoningSplitter | None:
+    """A reasoning model's vLLM parser over the fake engine's tokenizer (imports vLLM: only for such a model)."""
+    if spec.reasoning is None:
+        return None
+    from themis_dagster.engines.fake import FakeTokenizer
+
+    return ReasoningSplitter.load(spec.id, spec.reasoning, FakeTokenizer())
 
 
 def shutdown_warm_engines(process_exiting: bool = False) -> None:

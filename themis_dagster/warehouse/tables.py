@@ -165,6 +165,9 @@ TABLES: dict[str, Table] = {table.name: table for table in (
         Column("latency_s", DOUBLE, "the request's share of its batch's wall time"), Column("error", TEXT),
         Column("n_continuation_tokens", INTEGER,
                "loglikelihood: tokens scored; n_prompt_tokens - n_continuation_tokens is the context"),
+        Column("reasoning", TEXT, "a reasoning model's thinking, split from text (the final answer) by its vLLM "
+               "reasoning parser; '' opened and empty, NULL none"),
+        Column("n_reasoning_tokens", INTEGER, "tokens of the reasoning (NULL: not a reasoning model's reply)"),
     )),
     _partitioned("judgments", "One judgment per item (or per attempt).", key="item_id", columns=(
         required("item_id", TEXT), Column("subset", TEXT),

@@ -289,6 +289,8 @@ class OpenAICompatibleEngine:
 
     def _chat_one(self, request: Request, conversation: list[ChatMessage], params: GenerationParams) -> Response:
         payload = {**self._sampling(params), "messages": conversation}
+        if template_kwargs := getattr(params, "chat_template_kwargs", None):  # a reasoning model's (reasoning.py)
+            payload["chat_template_kwargs"] = template_kwargs
         if self.server_kind == "vllm":
             payload["return_prompt_text"] = True  # the exact text the chat template produced
         return self._http.post("/chat/completions", payload, lambda data: chat_reply(request, data, conversation))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from themis_dagster.engines.reasoning import with_openai_reasoning
 from themis_dagster.exchange import ChatMessage, GenerationParams, Request, Response
 
 
@@ -91,4 +92,4 @@ def chat_reply(request: Request, data: Any, conversation: list[ChatMessage]) -> 
     prompt_text = data.get("prompt_text")
     if not isinstance(prompt_text, str):
         prompt_text = conversation_text(conversation)
-    return generated(request, data, text, prompt_text)
+    return with_openai_reasoning(generated(request, data, text, prompt_text), data)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from themis_dagster.engines.base import AnswerSink, EngineInfo, UnknownAnswerError
+from themis_dagster.engines.reasoning import ReasoningSplitter, reasoning_params
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.engines.vllm.kv_cache import GIB, cpu_default_kv_cache_bytes
 from themis_dagster.engines.vllm.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, covers_continuation, may_read_cache
@@ -118,6 +119,7 @@ class VLLMEngine:
     """One loaded vLLM engine; all requests of a run go through its batched calls."""
 
     streams_answers = True  # hands finished answers on while a batch runs (engines/base.py)
+    applies_reasoning = True  # splits a reasoning model's replies and adds its budget itself (engines/reasoning.py)
 
     def __init__(self, spec: ModelSpec, model_path: str) -> None:
         started = time.perf_counter()  # the load includes importing torch and vLLM (about 6 s here)
@@ -147,6 +149,14 @@ class VLLMEngine:
         track_dist_store()  # /tmp/vllm_dist_*: removed even when the process skips the engine's teardown
         load_seconds = time.perf_counter() - started
         self.tokenizer = self.llm.get_tokenizer()
+        # a reasoning model's parser, checked against the tokenizer before any request (engines/reasoning.py)
+        self.reasoning: ReasoningSplitter | None = None
+        if spec.reasoning is not None:
+            try:
+                self.reasoning = ReasoningSplitter.load(spec.id, spec.reasoning, self.tokenizer)
+            except Exception:
+                self.shutdown()  # a model that cannot be split never answers: free the engine now
+                raise
         bos = self.tokenizer.bos_token_id
         self.prefix_token_id: int = bos if bos is not None else self.tokenizer.eos_token_id
         self.max_len: int = int(self.llm.llm_engine.model_config.max_model_len)
@@ -171,6 +181,8 @@ class VLLMEngine:
             settings["VLLM_CPU_OMP_THREADS_BIND"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "")
         for variable in ("VLLM_ENABLE_V1_MULTIPROCESSING", ENV_SWITCH):
             settings[variable] = os.environ.get(variable, "")
+        if spec.reasoning is not None:
+            settings["reasoning"] = spec.reasoning.model_dump(mode="json")
         self.info = EngineInfo("vllm", model_path, library_versions(), settings, load_seconds)
 
     def _encode(self, text: str) -> list[int]:
@@ -286,9 +298,12 @@ class VLLMEngine:
             truncated=truncated,
         )
 
-    def _sampling(self, params: GenerationParams) -> SamplingParams:
+    def _sampling(self, params: GenerationParams, reasoning: bool = False) -> SamplingParams:
         from vllm import SamplingParams
 
+        extra: dict[str, Any] = {}
+        if reasoning:  # the parser reads the reasoning markers, which are special tokens (as vLLM's server does)
+            extra["skip_special_tokens"] = False
         return SamplingParams(
             max_tokens=params.max_tokens,
             temperature=params.temperature,
@@ -296,23 +311,30 @@ class VLLMEngine:
             seed=params.seed if self.per_request_seeds else None,
             stop=list(params.stop) or None,
             logit_bias=getattr(params, "logit_bias", None),  # a mitigation's bias (mitigations/engine.py)
+            **extra,
         )
 
     @staticmethod
-    def _generated(sent: list[tuple[Request, str]], outputs: list[Any]) -> list[Response]:
-        """The replies to the ``(request, prompt text)`` pairs sent, from vLLM's outputs in the same order."""
+    def _generated(
+        sent: list[tuple[Request, str]], outputs: list[Any], reasoning: ReasoningSplitter | None = None
+    ) -> list[Response]:
+        """The replies to the ``(request, prompt text)`` pairs sent, from vLLM's outputs in the same order.
+
+        With ``reasoning``: each reply split into reasoning and answer by the model's vLLM parser.
+        """
         responses = []
         for (request, prompt_text), output in zip(sent, outputs, strict=True):
             completion = output.outputs[0]
-            responses.append(
-                request.generated(
-                    text=completion.text,
-                    prompt_text=prompt_text,
-                    n_prompt_tokens=len(output.prompt_token_ids or []),
-                    n_output_tokens=len(completion.token_ids),
-                    finish_reason=str(completion.finish_reason),
-                )
+            response = request.generated(
+                text=completion.text,
+                prompt_text=prompt_text,
+                n_prompt_tokens=len(output.prompt_token_ids or []),
+                n_output_tokens=len(completion.token_ids),
+                finish_reason=str(completion.finish_reason),
             )
+            if reasoning is not None:
+                response = reasoning.split_response(response, completion.token_ids)
+            responses.append(response)
         return responses
 
     def _generate_tokens(
@@ -322,11 +344,12 @@ class VLLMEngine:
         params: GenerationParams,
         add_special_tokens: bool,
         on_answered: AnswerSink | None = None,
+        reasoning: ReasoningSplitter | None = None,
     ) -> list[Response]:
         """Generate for every text that fits the context window; the others get an error response.
 
         vLLM rejects a whole batch when one prompt is too long, so lengths are checked here
-        and only the fitting prompts are sent.
+        and only the fitting prompts are sent. ``reasoning``: split each reply (a reasoning model's chat).
         """
         from vllm import TokensPrompt
 
@@ -341,10 +364,11 @@ class VLLMEngine:
 
         def finished(index: int, output: Any) -> None:
             if on_answered is not None:
-                on_answered(self._generated([sent[index]], [output]))
+                on_answered(self._generated([sent[index]], [output], reasoning))
 
-        outputs = self._run(batch, self._sampling(params), finished if on_answered else None) if batch else []
-        answers = iter(self._generated(sent, outputs))
+        sampling = self._sampling(params, reasoning is not None)
+        outputs = self._run(batch, sampling, finished if on_answered else None) if batch else []
+        answers = iter(self._generated(sent, outputs, reasoning))
         responses = []
         for request, text, ids, ok in zip(requests, texts, encoded, fits, strict=True):
             if ok:
@@ -361,27 +385,43 @@ class VLLMEngine:
         return self._generate_tokens(requests, texts, params, add_special_tokens=True, on_answered=on_answered)
 
     def render_chat(self, conversation: list[ChatMessage]) -> str:
-        """The exact text the model sees for a conversation (its chat template applied)."""
+        """The exact text the model sees for a conversation (its chat template applied).
+
+        A reasoning model's ``chat_template_kwargs`` (e.g. ``enable_thinking``) go to the template.
+        """
+        template_kwargs = dict(self.spec.reasoning.chat_template_kwargs) if self.spec.reasoning is not None else {}
         rendered = self.tokenizer.apply_chat_template(
             conversation,  # type: ignore[arg-type]
             tokenize=False,
             add_generation_prompt=True,
             chat_template=self.chat_template,
+            **template_kwargs,
         )
         return str(rendered)
 
     def chat(
         self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
     ) -> list[Response]:
-        """Apply the chat template (or plain concatenation for base models) and generate."""
+        """Apply the chat template (or plain concatenation for base models) and generate.
+
+        A reasoning model gets its reasoning budget on top of ``max_tokens`` and its replies split
+        into reasoning and answer (``engines/reasoning.py``).
+        """
         conversations = [request.messages or [] for request in requests]
         if self.spec.chat_template is None:
             texts = ["\n".join(message["content"] for message in conversation) for conversation in conversations]
         else:
             texts = [self.render_chat(conversation) for conversation in conversations]
+        if self.spec.reasoning is not None:
+            params = reasoning_params(params, self.spec.reasoning)
         # a chat template already writes the special tokens it wants
         return self._generate_tokens(
-            requests, texts, params, add_special_tokens=self.spec.chat_template is None, on_answered=on_answered
+            requests,
+            texts,
+            params,
+            add_special_tokens=self.spec.chat_template is None,
+            on_answered=on_answered,
+            reasoning=self.reasoning,
         )
 
     def embed(self, requests: Sequence[Request]) -> list[Response]:

@@ -56,6 +56,8 @@ def serve_argv(spec: ModelSpec, model_path: str, port: int, on_gpu: bool) -> lis
         argv += ["--lora-modules", f"{spec.lora.name}={spec.lora.path.expanduser().resolve()}"]
     if spec.chat_template not in (None, "auto"):
         argv += ["--chat-template", str(spec.chat_template)]
+    if spec.reasoning is not None:  # the server splits replies; the engine reads its reasoning field
+        argv += ["--reasoning-parser", spec.reasoning.parser]
     argv += [
         "--host",
         HOST,
