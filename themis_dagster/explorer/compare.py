@@ -1,0 +1,13 @@
+"""compare (to be written)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+
+def render() -> None:
+    st.title("compare")
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,13 @@
+"""runs (to be written)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+
+def render() -> None:
+    st.title("runs")
+
+
+if __name__ == "__main__":
+    render()
