@@ -133,8 +133,10 @@ def main() -> None:
             started = time.perf_counter()
             build_synthetic(path, args.items)
             build_synthetic(path, 1000, model="other-model")
-            print(f"built {args.items:,} judgments, {2 * args.items:,} prompts and replies "
-                  f"in {time.perf_counter() - started:.1f} s ({path.stat().st_size / 2**20:.0f} MiB)")  # fmt: skip
+            print(
+                f"built {args.items:,} judgments, {2 * args.items:,} prompts and replies "
+                f"in {time.perf_counter() - started:.1f} s ({path.stat().st_size / 2**20:.0f} MiB)"
+            )
         for step, seconds in measure(path, args.items, args.rounds).items():
             print(f"{step:40s} {seconds * 1000:8.0f} ms")
 

@@ -472,6 +472,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if args.gate and regressed.height else 0
 
 
+def add_ui_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``themis ui``: the explorer (themis_dagster/explorer), read-only on the warehouse, on 127.0.0.1 by default."""
+    from themis_dagster.explorer.launch import DEFAULT_HOST, DEFAULT_PORT, serve
+
+    ui = sub.add_parser("ui", help="the interactive explorer (Streamlit) beside Dagster's UI; reads the warehouse")
+    ui.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this host only)")
+    ui.add_argument("--port", type=int, default=DEFAULT_PORT)
+    ui.set_defaults(func=lambda args: serve(args.host, args.port))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="themis", description=__doc__.splitlines()[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -521,6 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(func=cmd_compare)
     board = sub.add_parser("leaderboard", help="print the leaderboard")
     board.set_defaults(func=cmd_leaderboard)
+    add_ui_command(sub)
     return parser
 
 

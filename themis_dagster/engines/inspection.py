@@ -194,9 +194,11 @@ class _VLLMInspector:
         ids = list(engine.tokenizer.encode(prompt, add_special_tokens=not templated))
         params = SamplingParams(max_tokens=1, logprobs=k, temperature=0.0, detokenize=False)
         outputs = engine.llm.generate(
-            [TokensPrompt(prompt_token_ids=ids[-(engine.max_len - 1) :])], params, use_tqdm=False,
+            [TokensPrompt(prompt_token_ids=ids[-(engine.max_len - 1) :])],
+            params,
+            use_tqdm=False,
             lora_request=engine.lora_request,
-        )  # fmt: skip
+        )
         entries = outputs[0].outputs[0].logprobs[0]
         ranked = sorted(entries.items(), key=lambda pair: -pair[1].logprob)[:k]
         return [(self._decode(token_id), float(entry.logprob)) for token_id, entry in ranked]

@@ -1,4 +1,4 @@
-"""Compare: a model against its baseline (its registry parent by default): paired comparisons, gates, trend, discordant items.
+"""Compare: a model against its baseline (by default its registry parent): comparisons, gates, trend, discordant items.
 
 The comparisons are the ones the ``comparisons`` asset (or ``themis compare``) stored, with
 Holm's adjusted p and the gates' verdicts; the discordant items are read from both models'
@@ -15,8 +15,11 @@ from themis_dagster.explorer import data, ui
 
 
 def render() -> None:
-    ui.header("Compare", "A model against its baseline on the same items: paired tests, Holm-adjusted p-values, "
-              "regression gates, the checkpoint trend and the items they judged differently.")  # fmt: skip
+    ui.header(
+        "Compare",
+        "A model against its baseline on the same items: paired tests, Holm-adjusted p-values, "
+        "regression gates, the checkpoint trend and the items they judged differently.",
+    )
     registry = ui.registry()
     with ui.warehouse() as conn:
         models = data.evaluated_models(conn)
@@ -33,37 +36,58 @@ def render() -> None:
             data.check_model(conn, ui.valid_model_id(wanted_baseline))
         others = [m for m in models if m != model] or models
         with cols[1]:
-            baseline = ui.choose("Baseline", others, wanted_baseline if wanted_baseline in others else None,
-                                 key="baseline", name="baseline")  # fmt: skip
+            baseline = ui.choose(
+                "Baseline",
+                others,
+                wanted_baseline if wanted_baseline in others else None,
+                key="baseline",
+                name="baseline",
+            )
         if wanted_baseline is not None and wanted_baseline not in others:
             st.info(f"{model} is its own baseline here: choose another model.")
         ui.set_params(model=model, baseline=baseline)
         rows = data.comparisons(conn, model, baseline)
         trend = data.checkpoint_trend(conn, model)
         tasks = data.common_tasks(conn, model, baseline)
-        why = "its registry parent" if spec and spec.parent == baseline else (
-            "the checkpoint before it" if default == baseline else "chosen")  # fmt: skip
+        why = (
+            "its registry parent"
+            if spec and spec.parent == baseline
+            else ("the checkpoint before it" if default == baseline else "chosen")
+        )
         st.caption(f"Baseline **{baseline}** ({why}).")
 
         st.header("Paired comparisons")
         if rows is None:
             st.info("This warehouse has no comparison views yet: materialize the `comparisons` asset.")
         elif rows.empty:
-            st.info(f"No comparison of {model} with {baseline} is stored. Run "
-                    f"`.venv/bin/themis compare {model} {baseline}` (or the `comparisons` asset) to compute one; "
-                    "this page only reads.")  # fmt: skip
+            st.info(
+                f"No comparison of {model} with {baseline} is stored. Run "
+                f"`.venv/bin/themis compare {model} {baseline}` (or the `comparisons` asset) to compute one; "
+                "this page only reads."
+            )
         else:
             regressed = int((rows["regressed"] == True).sum())  # noqa: E712 - NULL (no gate) is not False
-            st.caption(f"{len(rows)} comparisons; {regressed} gated regression(s). Holm's adjustment runs over every "
-                       "comparison of the pair.")  # fmt: skip
+            st.caption(
+                f"{len(rows)} comparisons; {regressed} gated regression(s). Holm's adjustment runs over every "
+                "comparison of the pair."
+            )
             shown = rows.assign(
-                replies=[ui.href("drilldown", model=model, task=t, metric=m, subset=s)
-                         for t, m, s in zip(rows["task"], rows["metric"], rows["subset"], strict=True)])  # fmt: skip
-            st.dataframe(shown, hide_index=True, width="stretch", key="comparisons", column_config={
-                "replies": st.column_config.LinkColumn("replies", display_text="replies ↗"),
-                "p_value": st.column_config.NumberColumn("p", format="%.4f"),
-                "p_adjusted": st.column_config.NumberColumn("p (Holm)", format="%.4f"),
-            })  # fmt: skip
+                replies=[
+                    ui.href("drilldown", model=model, task=t, metric=m, subset=s)
+                    for t, m, s in zip(rows["task"], rows["metric"], rows["subset"], strict=True)
+                ]
+            )
+            st.dataframe(
+                shown,
+                hide_index=True,
+                width="stretch",
+                key="comparisons",
+                column_config={
+                    "replies": st.column_config.LinkColumn("replies", display_text="replies ↗"),
+                    "p_value": st.column_config.NumberColumn("p", format="%.4f"),
+                    "p_adjusted": st.column_config.NumberColumn("p (Holm)", format="%.4f"),
+                },
+            )
 
         st.header("Checkpoint trend")
         if trend is None or trend.empty:
@@ -80,8 +104,9 @@ def render() -> None:
         if not tasks:
             st.info(f"{model} and {baseline} have no task judged in common.")
             return
-        task = ui.choose("Task", tasks, ui.param("task") if ui.param("task") in tasks else None, key="task",
-                         name="task")  # fmt: skip
+        task = ui.choose(
+            "Task", tasks, ui.param("task") if ui.param("task") in tasks else None, key="task", name="task"
+        )
         total, _ = data.discordant(conn, model, baseline, task, limit=1)
         pages = max(1, math.ceil(total / 25))
         page = int(st.number_input(f"Page (of {pages})", 1, pages, 1, key="discordant-page"))

@@ -195,7 +195,9 @@ def check_task(conn: duckdb.DuckDBPyConnection, task: str, model: str | None = N
     return task
 
 
-def check_metric(conn: duckdb.DuckDBPyConnection, model: str, task: str, metric: str, subset: str | None) -> float | None:
+def check_metric(
+    conn: duckdb.DuckDBPyConnection, model: str, task: str, metric: str, subset: str | None
+) -> float | None:
     """The metric's value (None: NULL); UnknownNameError naming the metric or subset the warehouse lacks."""
     found = records(
         conn,
@@ -217,8 +219,9 @@ def check_metric(conn: duckdb.DuckDBPyConnection, model: str, task: str, metric:
 def ideals(conn: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], float]:
     """Each metric's unbiased value: the task declarations recorded in evaluation_runs, then the leaderboard."""
     found: dict[tuple[str, str], float] = {}
-    for row in records(conn, "SELECT task, arg_max(config, materialized_at) AS config "
-                             "FROM evaluation_runs GROUP BY task"):  # fmt: skip
+    for row in records(
+        conn, "SELECT task, arg_max(config, materialized_at) AS config FROM evaluation_runs GROUP BY task"
+    ):
         metrics = dig(parse_config(row["config"]), "task", "metrics")
         for metric in metrics if isinstance(metrics, list) else []:
             name, ideal = dig(metric, "name"), number(dig(metric, "ideal"))
@@ -232,13 +235,35 @@ def ideals(conn: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], float]:
 
 
 LEADERBOARD_COLUMNS = [
-    "family", "task", "metric", "model", "value", "ci_low", "ci_high", "ideal", "distance", "rank", "of",
-    "verdict", "tone", "mark", "n", "materialized_at",
-]  # fmt: skip
+    "family",
+    "task",
+    "metric",
+    "model",
+    "value",
+    "ci_low",
+    "ci_high",
+    "ideal",
+    "distance",
+    "rank",
+    "of",
+    "verdict",
+    "tone",
+    "mark",
+    "n",
+    "materialized_at",
+]
 
 
-def _row_verdict(model: str, task: str, metric: str, value: float | None, low: float | None, high: float | None,
-                 n: int, ideal: float | None) -> tuple[str, str, str | None]:  # fmt: skip
+def _row_verdict(
+    model: str,
+    task: str,
+    metric: str,
+    value: float | None,
+    low: float | None,
+    high: float | None,
+    n: int,
+    ideal: float | None,
+) -> tuple[str, str, str | None]:
     from themis_dagster.reports.data import MetricRow
 
     judged = verdict(MetricRow(model, task, None, metric, value, low, high, n), ideal)
@@ -264,20 +289,31 @@ def leaderboard(conn: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         value, low, high = number(row["value"]), number(row["ci_low"]), number(row["ci_high"])
         ideal = known.get((task, metric))
         text, tone, mark = _row_verdict(model, task, metric, value, low, high, int(row["n"] or 0), ideal)
-        rows.append({
-            "family": benchmark_family(task), "task": task, "metric": metric, "model": model, "value": value,
-            "ci_low": low, "ci_high": high, "ideal": ideal,
-            "distance": None if ideal is None or value is None else abs(value - ideal),
-            "rank": None, "of": None, "verdict": text, "tone": tone, "mark": mark, "n": int(row["n"] or 0),
-            "materialized_at": row["materialized_at"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "family": benchmark_family(task),
+                "task": task,
+                "metric": metric,
+                "model": model,
+                "value": value,
+                "ci_low": low,
+                "ci_high": high,
+                "ideal": ideal,
+                "distance": None if ideal is None or value is None else abs(value - ideal),
+                "rank": None,
+                "of": None,
+                "verdict": text,
+                "tone": tone,
+                "mark": mark,
+                "n": int(row["n"] or 0),
+                "materialized_at": row["materialized_at"],
+            }
+        )
     frame = pd.DataFrame(rows, columns=LEADERBOARD_COLUMNS)
     if frame.empty:
         return frame
     ranked = frame["distance"].notna()
-    frame.loc[ranked, "rank"] = (
-        frame[ranked].groupby(["task", "metric"])["distance"].rank(method="min").astype("Int64")
-    )
+    frame.loc[ranked, "rank"] = frame[ranked].groupby(["task", "metric"])["distance"].rank(method="min").astype("Int64")
     frame.loc[ranked, "of"] = frame[ranked].groupby(["task", "metric"])["distance"].transform("count")
     frame["rank"] = frame["rank"].astype("Int64")
     frame["of"] = frame["of"].astype("Int64")
@@ -309,8 +345,19 @@ def refusals(conn: duckdb.DuckDBPyConnection, model: str) -> pd.DataFrame:
         [model],
     )
     rows = [{**row, "outcome": None, "judgments": None} for row in metrics]
-    rows += [{"task": r["task"], "metric": None, "value": None, "ci_low": None, "ci_high": None, "n": None,
-              "outcome": r["outcome"], "judgments": int(r["judgments"])} for r in outcomes]  # fmt: skip
+    rows += [
+        {
+            "task": r["task"],
+            "metric": None,
+            "value": None,
+            "ci_low": None,
+            "ci_high": None,
+            "n": None,
+            "outcome": r["outcome"],
+            "judgments": int(r["judgments"]),
+        }
+        for r in outcomes
+    ]
     return pd.DataFrame(rows, columns=["task", "metric", "value", "ci_low", "ci_high", "n", "outcome", "judgments"])
 
 
@@ -337,13 +384,19 @@ def evaluation_runs(conn: duckdb.DuckDBPyConnection, model: str) -> list[dict[st
     shown = []
     for row in found:
         config = redact(parse_config(row["config"]))
-        shown.append({
-            "task": row["task"], "run_id": row["run_id"], "materialized_at": row["materialized_at"],
-            "engine": dig(config, "engine", "engine"), "device": dig(config, "engine", "settings", "device"),
-            "weights_sha256": dig(config, "weights", "weights_sha256"),
-            "revision": dig(config, "weights", "revision"), "code_version": dig(config, "code_version"),
-            "config": config,
-        })  # fmt: skip
+        shown.append(
+            {
+                "task": row["task"],
+                "run_id": row["run_id"],
+                "materialized_at": row["materialized_at"],
+                "engine": dig(config, "engine", "engine"),
+                "device": dig(config, "engine", "settings", "device"),
+                "weights_sha256": dig(config, "weights", "weights_sha256"),
+                "revision": dig(config, "weights", "revision"),
+                "code_version": dig(config, "code_version"),
+                "config": config,
+            }
+        )
     return shown
 
 
@@ -392,15 +445,23 @@ class DrilldownPage:
         rows = []
         for item in self.items:
             requests = item.requests
-            rows.append({
-                "item_id": item.item_id, "subset": item.subset, "outcome": item.outcome, "score": item.score,
-                "parsed": item.parsed, "requests": len(requests),
-                "prompt": " ‖ ".join(_shown_prompt(r) or "" for r in requests) or None,
-                "reply": " ‖ ".join(_shown_reply(r) for r in requests) or None,
-                "reasoning": " ‖ ".join(r.reasoning for r in requests if r.reasoning) or None,
-            })  # fmt: skip
-        return pd.DataFrame(rows, columns=["item_id", "subset", "outcome", "score", "parsed", "requests", "prompt",
-                                           "reply", "reasoning"])  # fmt: skip
+            rows.append(
+                {
+                    "item_id": item.item_id,
+                    "subset": item.subset,
+                    "outcome": item.outcome,
+                    "score": item.score,
+                    "parsed": item.parsed,
+                    "requests": len(requests),
+                    "prompt": " ‖ ".join(_shown_prompt(r) or "" for r in requests) or None,
+                    "reply": " ‖ ".join(_shown_reply(r) for r in requests) or None,
+                    "reasoning": " ‖ ".join(r.reasoning for r in requests if r.reasoning) or None,
+                }
+            )
+        return pd.DataFrame(
+            rows,
+            columns=["item_id", "subset", "outcome", "score", "parsed", "requests", "prompt", "reply", "reasoning"],
+        )
 
 
 def _shown_reply(request: SentRequest) -> str:
@@ -457,11 +518,22 @@ _CLAUSES = {
 }
 
 
-def _filtered(model: str, task: str, where: Slice, item_subset: str | None = None, outcome: str | None = None,
-              parsed: bool | None = None) -> tuple[str, dict[str, object]]:  # fmt: skip
+def _filtered(
+    model: str,
+    task: str,
+    where: Slice,
+    item_subset: str | None = None,
+    outcome: str | None = None,
+    parsed: bool | None = None,
+) -> tuple[str, dict[str, object]]:
     """``FROM judgments ... WHERE ...`` for the filters in use, and their bound values."""
-    values: dict[str, object] = {"subset": where.subset, "item_subset": item_subset, "outcome": outcome,
-                                 "parsed": parsed, "template": where.template}  # fmt: skip
+    values: dict[str, object] = {
+        "subset": where.subset,
+        "item_subset": item_subset,
+        "outcome": outcome,
+        "parsed": parsed,
+        "template": where.template,
+    }
     used = {name: value for name, value in values.items() if value is not None}
     return _JUDGMENTS + "".join(_CLAUSES[name] for name in used), {"model": model, "task": task} | used
 
@@ -518,7 +590,7 @@ def drilldown_page(
     wanted = max(0, min(limit, total - offset)) if backwards else limit
     page = records(
         conn,
-        f"SELECT j.item_id, j.subset, j.outcome, j.score, j.parsed {judged} "  # noqa: S608 - constant fragments
+        f"SELECT j.item_id, j.subset, j.outcome, j.score, j.parsed {judged} "
         f"ORDER BY j.item_id {'DESC' if backwards else 'ASC'} LIMIT $limit OFFSET $offset",
         params | {"limit": wanted, "offset": total - offset - wanted if backwards else offset},
     )
@@ -546,7 +618,9 @@ def reasoning_column(conn: duckdb.DuckDBPyConnection) -> str | None:
     return next((name for name in REASONING_COLUMNS if name in present), None)
 
 
-def _requests_of(conn: duckdb.DuckDBPyConnection, model: str, task: str, ids: list[str]) -> dict[str, list[SentRequest]]:
+def _requests_of(
+    conn: duckdb.DuckDBPyConnection, model: str, task: str, ids: list[str]
+) -> dict[str, list[SentRequest]]:
     """The prompts and replies of the given judgments (by item, or by attempt), in request order."""
     reasoning = reasoning_column(conn)
     reasoning_sql = f'r."{reasoning}"' if reasoning else "NULL"  # a name from REASONING_COLUMNS, never a value
@@ -736,6 +810,14 @@ def discordant(
         """,  # noqa: S608 - constant text
         params | {"limit": max(1, min(limit, 500)), "offset": max(0, offset)},
     )
-    columns = ["item_id", "subset", "model_outcome", "model_score", "model_reply", "baseline_outcome",
-               "baseline_score", "baseline_reply"]  # fmt: skip
+    columns = [
+        "item_id",
+        "subset",
+        "model_outcome",
+        "model_score",
+        "model_reply",
+        "baseline_outcome",
+        "baseline_score",
+        "baseline_reply",
+    ]
     return total, pd.DataFrame(page, columns=columns)

@@ -71,15 +71,18 @@ def render() -> None:
         filters = st.columns(4)
         wanted_item_subset, wanted_outcome = ui.param("item_subset"), ui.param("outcome")
         with filters[0]:
-            item_subset = ui.choose("Item subset", [ANY, *item_subsets], wanted_item_subset or ANY, key="item_subset",
-                                    name="item subset")  # fmt: skip
+            item_subset = ui.choose(
+                "Item subset", [ANY, *item_subsets], wanted_item_subset or ANY, key="item_subset", name="item subset"
+            )
         labels = {ANY: None, **{f"{o} ({n:,})": o for o, n in outcomes if o is not None}}
         wanted_label = next((label for label, o in labels.items() if o == wanted_outcome), None)
         if wanted_outcome is not None and wanted_label is None:
-            ui.fail(f"unknown outcome {wanted_outcome!r} among these judgments ({', '.join(map(str, labels.values()))})")
+            known = ", ".join(str(o) for o in labels.values() if o is not None)
+            ui.fail(f"unknown outcome {wanted_outcome!r} among these judgments ({known})")
         with filters[1]:
-            outcome_label = st.selectbox("Outcome", list(labels), index=list(labels).index(wanted_label or ANY),
-                                         key="outcome")  # fmt: skip
+            outcome_label = st.selectbox(
+                "Outcome", list(labels), index=list(labels).index(wanted_label or ANY), key="outcome"
+            )
         parsed_default = {None: "any", True: "parsed", False: "could not be interpreted"}[
             _parsed_param(ui.param("parsed"))
         ]
@@ -88,27 +91,50 @@ def render() -> None:
         with filters[3]:
             wanted_size = int(ui.param("size") or 25)
             sizes = list(data.PAGE_SIZES)
-            size = int(st.selectbox("Per page", sizes, index=sizes.index(wanted_size) if wanted_size in sizes else 1,
-                                    key="size"))  # fmt: skip
+            size = int(
+                st.selectbox(
+                    "Per page", sizes, index=sizes.index(wanted_size) if wanted_size in sizes else 1, key="size"
+                )
+            )
         outcome = labels[str(outcome_label)]
         parsed = PARSED[str(parsed_label)]
         chosen_item_subset = None if item_subset == ANY else item_subset
-        total = data.drilldown_total(conn, model, task, where, item_subset=chosen_item_subset, outcome=outcome,
-                                     parsed=parsed)  # fmt: skip
+        total = data.drilldown_total(
+            conn, model, task, where, item_subset=chosen_item_subset, outcome=outcome, parsed=parsed
+        )
         pages = max(1, math.ceil(total / size))
         try:
             wanted_page = int(ui.param("page") or 1)
         except ValueError:
             ui.fail(f"unknown page {ui.param('page')!r}: a page number is a whole number")
-        page_number = int(st.number_input(f"Page (of {pages:,})", min_value=1, max_value=pages,
-                                          value=min(max(wanted_page, 1), pages), key="page"))  # fmt: skip
-        page = data.drilldown_page(conn, model, task, where, item_subset=chosen_item_subset, outcome=outcome,
-                                   parsed=parsed, limit=size, offset=(page_number - 1) * size)  # fmt: skip
+        page_number = int(
+            st.number_input(
+                f"Page (of {pages:,})", min_value=1, max_value=pages, value=min(max(wanted_page, 1), pages), key="page"
+            )
+        )
+        page = data.drilldown_page(
+            conn,
+            model,
+            task,
+            where,
+            item_subset=chosen_item_subset,
+            outcome=outcome,
+            parsed=parsed,
+            limit=size,
+            offset=(page_number - 1) * size,
+        )
         value = None if metric == ALL else data.check_metric(conn, model, task, metric, subset)
-    ui.set_params(model=model, task=task, metric=None if metric == ALL else metric, subset=subset,
-                  item_subset=chosen_item_subset, outcome=outcome,
-                  parsed=None if parsed is None else str(parsed).lower(), size=size if size != 25 else None,
-                  page=page_number if page_number > 1 else None)  # fmt: skip
+    ui.set_params(
+        model=model,
+        task=task,
+        metric=None if metric == ALL else metric,
+        subset=subset,
+        item_subset=chosen_item_subset,
+        outcome=outcome,
+        parsed=None if parsed is None else str(parsed).lower(),
+        size=size if size != 25 else None,
+        page=page_number if page_number > 1 else None,
+    )
 
     if metric != ALL:
         st.markdown(f"**{task} · {metric}{f' · {subset}' if subset else ''}** = {ui.fmt(value)}")
@@ -119,12 +145,18 @@ def render() -> None:
         return
     start = page.offset + 1
     st.caption(f"Judgments {start:,}–{page.offset + len(page.items):,} of {page.total:,} (ordered by item id).")
-    st.dataframe(page.frame(), hide_index=True, width="stretch", key="judgments", column_config={
-        "prompt": st.column_config.TextColumn("prompt as sent", width="large"),
-        "reply": st.column_config.TextColumn("raw reply", width="large"),
-        "score": st.column_config.NumberColumn("score", format="%.3f"),
-        "logprob": st.column_config.NumberColumn("logprob", format="%.3f"),
-    })  # fmt: skip
+    st.dataframe(
+        page.frame(),
+        hide_index=True,
+        width="stretch",
+        key="judgments",
+        column_config={
+            "prompt": st.column_config.TextColumn("prompt as sent", width="large"),
+            "reply": st.column_config.TextColumn("raw reply", width="large"),
+            "score": st.column_config.NumberColumn("score", format="%.3f"),
+            "logprob": st.column_config.NumberColumn("logprob", format="%.3f"),
+        },
+    )
     has_reasoning = any(r.reasoning for item in page.items for r in item.requests)
     for item in page.items:
         title = f"{item.item_id} · {item.outcome or ui.MISSING} · score {ui.fmt(item.score)}"
@@ -132,8 +164,10 @@ def render() -> None:
             st.caption(f"subset {item.subset or ui.MISSING} · {len(item.requests)} request(s)")
             for request in item.requests:
                 kind = request.request_type or "request"
-                st.markdown(f"**{request.request_id}** · {kind}" + (f" · template {request.template}"
-                                                                   if request.template else ""))  # fmt: skip
+                st.markdown(
+                    f"**{request.request_id}** · {kind}"
+                    + (f" · template {request.template}" if request.template else "")
+                )
                 if request.request_type == "loglikelihood":
                     st.text("context:")
                     st.code(request.context or "(empty: after the prefix token)", language=None, wrap_lines=True)
@@ -150,8 +184,14 @@ def render() -> None:
                     st.code(request.reply if request.reply is not None else "", language=None, wrap_lines=True)
                 if request.error:
                     st.error(f"engine error: {request.error}")
-                ui.page_link("playground", "Ask again in the playground", icon=":material/replay:", model=model,
-                             task=task, request=request.request_id)  # fmt: skip
+                ui.page_link(
+                    "playground",
+                    "Ask again in the playground",
+                    icon=":material/replay:",
+                    model=model,
+                    task=task,
+                    request=request.request_id,
+                )
 
 
 if __name__ == "__main__":

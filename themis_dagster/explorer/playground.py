@@ -63,17 +63,25 @@ def _sampling(stored: dict[str, Any] | None, key: str) -> GenerationParams:
     temperature = cols[1].number_input("temperature", 0.0, 5.0, float(base.temperature), 0.1, key=f"{key}-temp")
     top_p = cols[2].number_input("top_p", 0.01, 1.0, float(base.top_p), 0.05, key=f"{key}-top_p")
     seed = cols[3].number_input("seed", 0, 2**31 - 1, base.seed or 0, key=f"{key}-seed")
-    return GenerationParams(max_tokens=int(max_tokens), temperature=float(temperature), top_p=float(top_p),
-                            seed=int(seed), stop=base.stop)  # fmt: skip
+    return GenerationParams(
+        max_tokens=int(max_tokens), temperature=float(temperature), top_p=float(top_p), seed=int(seed), stop=base.stop
+    )
+
+
+def _say(place: Any, message: str) -> None:
+    place.info(message)
 
 
 def _with_engine(spec: ModelSpec, action: Any) -> Any:
     """Run ``action(engine)`` on the playground's engine; a busy pool or an engine error is shown, not raised."""
     notice = st.empty()
     try:
-        with st.spinner(f"Asking {spec.id}..."), shared_slot().engine(
-            spec, ui.settings(), wait_s=WAIT_S, on_wait=notice.info
-        ) as engine:
+        with (
+            st.spinner(f"Asking {spec.id}..."),
+            shared_slot().engine(
+                spec, ui.settings(), wait_s=WAIT_S, on_wait=lambda message: _say(notice, message)
+            ) as engine,
+        ):
             result = action(engine)
     except EngineBusyError as error:
         notice.warning(str(error))
@@ -125,8 +133,10 @@ def chat_tab(spec: ModelSpec, stored: dict[str, Any] | None) -> None:
         st.text(answer.text or "")
         if answer.error:
             st.error(redact_secrets(answer.error, spec))
-        st.caption(f"{answer.n_prompt_tokens} prompt tokens, {answer.n_output_tokens} generated, "
-                   f"finish: {answer.finish_reason}")  # fmt: skip
+        st.caption(
+            f"{answer.n_prompt_tokens} prompt tokens, {answer.n_output_tokens} generated, "
+            f"finish: {answer.finish_reason}"
+        )
     with st.expander("Exactly what the model saw"):
         st.code(answer.prompt_text or "", language=None, wrap_lines=True)
 
@@ -134,7 +144,8 @@ def chat_tab(spec: ModelSpec, stored: dict[str, Any] | None) -> None:
 def _score(engine: Any, context: str, completions: list[str], top_k: int, templated: bool) -> list[dict[str, Any]]:
     """Each completion's loglikelihood (the engine's own) and its tokens, plain or after the chat template."""
     shown_context = inspection.chat_text(engine, [{"role": "user", "content": context}]) if templated else context
-    answers = engine.loglikelihood([Request.loglikelihood(shown_context, c, f"c{i}") for i, c in enumerate(completions)])
+    requests = [Request.loglikelihood(shown_context, completion, f"c{i}") for i, completion in enumerate(completions)]
+    answers = engine.loglikelihood(requests)
     scored = []
     for completion, answer in zip(completions, answers, strict=True):
         tokens = inspection.token_logprobs(engine, shown_context, completion, top_k)
@@ -150,8 +161,10 @@ def scoring_tab(spec: ModelSpec, stored: dict[str, Any] | None) -> None:
     completions_text = st.text_area("Completions, one per line", key="score-completions")
     cols = st.columns(2)
     top_k = int(cols[0].number_input("Alternatives per token (top k)", 0, 20, 5, key="score-topk"))
-    cols[1].caption("Each completion is scored twice: on the context as written, and on the context sent as a "
-                    "user message through the model's chat template (the reply's position).")  # fmt: skip
+    cols[1].caption(
+        "Each completion is scored twice: on the context as written, and on the context sent as a "
+        "user message through the model's chat template (the reply's position)."
+    )
     if not st.button("Score", key="score-go", type="primary"):
         return
     completions = [line for line in completions_text.splitlines() if line.strip()]
@@ -177,24 +190,42 @@ def scoring_tab(spec: ModelSpec, stored: dict[str, Any] | None) -> None:
             continue
         for entry in scored:
             answer = entry["answer"]
-            rows.append({"variant": variant, "completion": entry["completion"], "loglikelihood": answer.logprob,
-                         "greedy": answer.is_greedy, "tokens": answer.n_continuation_tokens,
-                         "error": answer.error})  # fmt: skip
+            rows.append(
+                {
+                    "variant": variant,
+                    "completion": entry["completion"],
+                    "loglikelihood": answer.logprob,
+                    "greedy": answer.is_greedy,
+                    "tokens": answer.n_continuation_tokens,
+                    "error": answer.error,
+                }
+            )
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="score-table")
     for variant, scored in found.items():
         if isinstance(scored, str):
             continue
         for entry in scored:
             tokens = entry["tokens"]
-            with st.expander(f"{variant} · {entry['completion']!r}: {len(tokens.tokens)} tokens, "
-                             f"sum {tokens.logprob:.3f}"):  # fmt: skip
+            with st.expander(
+                f"{variant} · {entry['completion']!r}: {len(tokens.tokens)} tokens, sum {tokens.logprob:.3f}"
+            ):
                 if variant == "chat template":
                     st.code(entry["context"], language=None, wrap_lines=True)
-                st.dataframe(pd.DataFrame([
-                    {"token": t.token, "logprob": t.logprob, "rank": t.rank,
-                     "top alternatives": ", ".join(f"{alt!r} {lp:.2f}" for alt, lp in t.top)}
-                    for t in tokens.tokens
-                ]), hide_index=True, width="stretch")  # fmt: skip
+                st.dataframe(
+                    pd.DataFrame(
+                        [
+                            {
+                                "token": t.token,
+                                "logprob": t.logprob,
+                                "rank": t.rank,
+                                "top alternatives": ", ".join(f"{alt!r} {lp:.2f}" for alt, lp in t.top),
+                            }
+                            for t in tokens.tokens
+                        ]
+                    ),
+                    hide_index=True,
+                    width="stretch",
+                )
 
 
 def next_token_tab(spec: ModelSpec) -> None:
@@ -216,14 +247,23 @@ def next_token_tab(spec: ModelSpec) -> None:
     if templated:
         st.code(text, language=None, wrap_lines=True)
     frame = pd.DataFrame([{"token": token, "logprob": lp, "probability": math.exp(lp)} for token, lp in ranked])
-    st.dataframe(frame, hide_index=True, width="stretch", key="next-table",
-                 column_config={"probability": st.column_config.ProgressColumn("probability", min_value=0.0,
-                                                                               max_value=1.0, format="%.3f")})  # fmt: skip
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        key="next-table",
+        column_config={
+            "probability": st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
+        },
+    )
 
 
 def render() -> None:
-    ui.header("Playground", "Ask a registered model through the platform's engine. The engine is loaded only while "
-              "no run holds the accelerator (the engine pool runs take).")  # fmt: skip
+    ui.header(
+        "Playground",
+        "Ask a registered model through the platform's engine. The engine is loaded only while "
+        "no run holds the accelerator (the engine pool runs take).",
+    )
     models = ui.registry()
     if not models:
         ui.fail("No registered model: declare one in data/models.yaml (README, Models).")
@@ -241,13 +281,16 @@ def render() -> None:
     key_note = ""
     if isinstance(source, ApiSource):
         key_note = f" · API key from ${source.api_key_env}" if source.api_key_env else " · no API key"
-    st.caption(f"Engine: **{engine_name}** · source: {source.kind} · dtype {spec.dtype} · "
-               f"chat template: {spec.chat_template or 'none (base model)'}{key_note}")  # fmt: skip
+    st.caption(
+        f"Engine: **{engine_name}** · source: {source.kind} · dtype {spec.dtype} · "
+        f"chat template: {spec.chat_template or 'none (base model)'}{key_note}"
+    )
     slot = shared_slot()
     loaded = slot.loaded()
     status = st.columns([3, 1])
-    status[0].caption(f"Warm engine: {loaded or 'none'}" + ("" if isinstance(source, ApiSource) else
-                      f" · {_pool_state(slot)}"))  # fmt: skip
+    status[0].caption(
+        f"Warm engine: {loaded or 'none'}" + ("" if isinstance(source, ApiSource) else f" · {_pool_state(slot)}")
+    )
     if loaded and status[1].button("Release the engine", key="release"):
         slot.release()
         st.rerun()

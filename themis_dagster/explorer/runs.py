@@ -40,11 +40,17 @@ def recent_runs(instance: Any, limit: int = 25, backfill: str | None = None) -> 
     rows = []
     for record in instance.get_run_records(filters=filters, limit=limit):
         run = record.dagster_run
-        rows.append({
-            "run": f"{dagster_url()}/runs/{run.run_id}", "status": run.status.value, "job": run.job_name,
-            "partition": run.tags.get(PARTITION_TAG), "backfill": run.tags.get(BACKFILL_TAG),
-            "started": _when(record.start_time), "ended": _when(record.end_time),
-        })  # fmt: skip
+        rows.append(
+            {
+                "run": f"{dagster_url()}/runs/{run.run_id}",
+                "status": run.status.value,
+                "job": run.job_name,
+                "partition": run.tags.get(PARTITION_TAG),
+                "backfill": run.tags.get(BACKFILL_TAG),
+                "started": _when(record.start_time),
+                "ended": _when(record.end_time),
+            }
+        )
     return pd.DataFrame(rows, columns=["run", "status", "job", "partition", "backfill", "started", "ended"])
 
 
@@ -55,12 +61,15 @@ def recent_materializations(instance: Any, asset: str = "bias_metrics", limit: i
     rows = []
     for record in instance.fetch_materializations(AssetKey(asset), limit=limit).records:
         partition = record.partition_key
-        rows.append({
-            "partition": partition, "when": _when(record.timestamp),
-            "asset": f"{dagster_url()}/assets/{asset}" + (f"?partition={quote(partition)}" if partition else ""),
-            "run": f"{dagster_url()}/runs/{record.run_id}",
-            "model": ui.href("model", model=partition.split("|")[0]) if partition and "|" in partition else None,
-        })  # fmt: skip
+        rows.append(
+            {
+                "partition": partition,
+                "when": _when(record.timestamp),
+                "asset": f"{dagster_url()}/assets/{asset}" + (f"?partition={quote(partition)}" if partition else ""),
+                "run": f"{dagster_url()}/runs/{record.run_id}",
+                "model": ui.href("model", model=partition.split("|")[0]) if partition and "|" in partition else None,
+            }
+        )
     return pd.DataFrame(rows, columns=["partition", "when", "asset", "run", "model"])
 
 
@@ -135,8 +144,9 @@ def render() -> None:
     st.header("Recent runs")
     st.dataframe(recent_runs(instance), hide_index=True, width="stretch", column_config=LINKS, key="runs")
     st.header("Recent materializations of bias_metrics")
-    st.dataframe(recent_materializations(instance), hide_index=True, width="stretch", column_config=LINKS,
-                 key="materializations")  # fmt: skip
+    st.dataframe(
+        recent_materializations(instance), hide_index=True, width="stretch", column_config=LINKS, key="materializations"
+    )
 
 
 if __name__ == "__main__":
