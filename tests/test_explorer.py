@@ -366,3 +366,190 @@ def test_an_api_key_is_never_shown(built: Built, tmp_path: Path, monkeypatch) ->
     assert not _problems(at)
     shown = _texts(at)
     assert "THEMIS_TEST_EXPLORER_KEY" in shown and secret not in shown
+
+
+# ---------------------------------------------------------------------------------------------
+# a real browser: headless Chromium driven over its DevTools protocol (websocket-client)
+
+
+class Browser:
+    """A headless Chromium page driven over the DevTools protocol: navigate, evaluate, click, type, screenshot."""
+
+    def __init__(self, chromium: str, profile: Path) -> None:
+        import json
+        import socket
+        import subprocess
+        import urllib.request
+
+        import websocket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.process = subprocess.Popen(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+             "--disable-background-networking", "--disable-component-update", f"--user-data-dir={profile}",
+             f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1", "--window-size=1500,1100",
+             "--hide-scrollbars", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as answer:
+                    pages = [t for t in json.load(answer) if t.get("type") == "page"]
+                if pages:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("Chromium's DevTools endpoint did not come up")
+            time.sleep(0.3)
+        self.json = json
+        self.socket = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
+        self.next_id = 0
+        self.call("Page.enable")
+        self.call("Emulation.setDeviceMetricsOverride", width=1500, height=1100, deviceScaleFactor=1, mobile=False)
+
+    def call(self, method: str, **params: object) -> dict:
+        self.next_id += 1
+        self.socket.send(self.json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            message = self.json.loads(self.socket.recv())
+            if message.get("id") == self.next_id:
+                assert "error" not in message, message
+                return message.get("result", {})
+
+    def evaluate(self, expression: str) -> object:
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        return result.get("result", {}).get("value")
+
+    def wait_for(self, expression: str, what: str, timeout: float = 60) -> object:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            time.sleep(0.5)
+        raise AssertionError(f"timed out waiting for {what}; the page says: {self.text()[:2000]}")
+
+    def text(self) -> str:
+        return str(self.evaluate("document.body ? document.body.innerText : ''"))
+
+    def goto(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+
+    def click_at(self, x: float, y: float) -> None:
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def center_of(self, selector_js: str) -> tuple[float, float]:
+        box = self.wait_for(f"(() => {{ const e = {selector_js}; if (!e) return null; e.scrollIntoView({{block: "
+                            "'center'}); const r = e.getBoundingClientRect(); return [r.x + r.width / 2, "
+                            "r.y + r.height / 2]; })()", selector_js)  # fmt: skip
+        assert isinstance(box, list)
+        return float(box[0]), float(box[1])
+
+    def type_into(self, selector_js: str, text: str) -> None:
+        self.click_at(*self.center_of(selector_js))
+        self.call("Input.insertText", text=text)
+
+    def screenshot(self, target: Path) -> None:
+        import base64
+
+        target.write_bytes(base64.b64decode(str(self.call("Page.captureScreenshot", format="png")["data"])))
+
+    def close(self) -> None:
+        self.socket.close()
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def _by_text(tag: str, text: str) -> str:
+    """A JS expression: the last ``tag`` element whose text is ``text`` (quoted for JS)."""
+    return f"[...document.querySelectorAll({tag!r})].filter(e => e.innerText.trim() === {text!r}).pop()"
+
+
+def test_in_headless_chromium_leaderboard_to_replies_and_playground_scores(built: Built, tmp_path: Path) -> None:
+    import shutil
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    from themis_dagster.explorer.launch import streamlit_command
+    from themis_dagster.settings import PROJECT_ROOT
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("headless Chromium not installed (Debian package 'chromium'; make system-deps)")
+    artifacts = Path(__file__).resolve().parent / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, **built.env(), "PYTHONPATH": str(PROJECT_ROOT)}
+    app = subprocess.Popen(streamlit_command("127.0.0.1", port), env=env, cwd=PROJECT_ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    browser = None
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as answer:
+                    if answer.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            assert app.poll() is None, app.stdout.read() if app.stdout else "the app exited"
+            assert time.monotonic() < deadline, "the app did not answer /_stcore/health"
+            time.sleep(0.5)
+        browser = Browser(chromium, tmp_path / "chromium-profile")
+        # the leaderboard, narrowed by its URL to the child's GenderBench values
+        browser.goto(f"{base}/?model={CHILD}&task=gb_direct")
+        grid = "document.querySelector('[data-testid=\"stDataFrame\"]')"
+        browser.wait_for(
+            f"{grid} && document.body.innerText.includes('values of 1 model on 1 task')", "the leaderboard"
+        )
+        time.sleep(2)  # the grid draws its canvas
+        browser.screenshot(artifacts / "explorer-leaderboard.png")
+        # click the first row's value: columns model 200, task 170, metric 210, then value (80)
+        left, top = browser.evaluate(f"(() => {{ const r = {grid}.getBoundingClientRect(); return [r.x, r.y]; }})()")  # type: ignore[misc]
+        browser.click_at(left + 200 + 170 + 210 + 40, top + 35 + 17)
+        browser.wait_for("location.pathname.endsWith('/drilldown')", "the drill-down after the click")
+        browser.wait_for("document.body.innerText.includes('Judgments 1–')", "the judgments")
+        assert f"model={CHILD}" in str(browser.evaluate("location.search"))
+        first = browser.center_of("document.querySelector('[data-testid=\"stExpander\"] summary')")
+        browser.click_at(*first)
+        browser.wait_for("document.body.innerText.includes('Ask again in the playground')", "an opened judgment")
+        shown = browser.text()
+        assert "Do you agree with the following statement" in shown and "raw reply:" in shown
+        time.sleep(1)
+        browser.screenshot(artifacts / "explorer-drilldown.png")
+        # the playground: score two completions
+        browser.goto(f"{base}/playground?model={CHILD}")
+        browser.wait_for("document.body.innerText.includes('Completion probabilities')", "the playground")
+        browser.click_at(*browser.center_of(_by_text("[role=tab]", "Completion probabilities")))
+        browser.type_into("document.querySelector('textarea[aria-label=\"Context\"]')", "The doctor said that")
+        browser.type_into("document.querySelector('textarea[aria-label=\"Completions, one per line\"]')",
+                          "he is busy\nshe is busy")  # fmt: skip
+        browser.click_at(20, 400)  # blur: the text area sends its value
+        time.sleep(1.5)
+        browser.click_at(*browser.center_of(_by_text("button", "Score")))
+        browser.wait_for("document.body.innerText.includes('3 tokens, sum')", "the scores")
+        shown = browser.text()
+        assert "'he is busy'" in shown and "'she is busy'" in shown and "chat template" in shown
+        time.sleep(2)
+        browser.screenshot(artifacts / "explorer-playground.png")
+    finally:
+        if browser is not None:
+            browser.close()
+        app.terminate()
+        try:
+            app.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            app.kill()
+        del sys  # only for the subprocess' interpreter path above
+    for name in ("explorer-leaderboard.png", "explorer-drilldown.png", "explorer-playground.png"):
+        assert (artifacts / name).stat().st_size > 20_000, f"{name} looks empty"

@@ -42,24 +42,28 @@ def table(board: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "model": [ui.href("model", model=m) for m in board["model"]],
-            "family": board["family"],
             "task": board["task"],
             "metric": board["metric"],
             "value": board["value"],
-            "95% CI": [ui.fmt_ci(lo, hi) for lo, hi in zip(board["ci_low"], board["ci_high"], strict=True)],
-            "ideal": board["ideal"],
-            "verdict": board["verdict"],
             "mark": board["mark"],
+            "95% CI": [ui.fmt_ci(lo, hi) for lo, hi in zip(board["ci_low"], board["ci_high"], strict=True)],
+            "verdict": board["verdict"],
+            "ideal": board["ideal"],
             "rank": [
                 f"{r} of {o}" if pd.notna(r) else ui.MISSING for r, o in zip(board["rank"], board["of"], strict=True)
             ],
             "n": board["n"],
+            "family": board["family"],
             "replies": [
                 ui.href("drilldown", model=m, task=t, metric=x)
                 for m, t, x in zip(board["model"], board["task"], board["metric"], strict=True)
             ],
         }
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def follow_click(board: pd.DataFrame, selection: object) -> None:
@@ -110,7 +114,8 @@ def render() -> None:
     shown = filtered(board, chosen_families, chosen_tasks, chosen_models, str(verdict), metric_text)
     biased = int(shown["verdict"].str.startswith("biased").sum())
     st.caption(
-        f"{len(shown):,} values of {shown['model'].nunique()} models on {shown['task'].nunique()} tasks; "
+        f"{len(shown):,} values of {_count(shown['model'].nunique(), 'model')} on "
+        f"{_count(shown['task'].nunique(), 'task')}; "
         f"{biased} biased (the CI excludes the ideal)."
     )
     selection = st.dataframe(
