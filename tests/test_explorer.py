@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -450,6 +450,18 @@ class Browser:
         assert isinstance(box, list)
         return float(box[0]), float(box[1])
 
+    def click_until(self, where: Callable[[], tuple[float, float]], condition: str, what: str, tries: int = 5) -> None:
+        """Click (where ``where()`` says) until ``condition`` holds: a click that lands mid-render is lost."""
+        for _ in range(tries - 1):
+            self.click_at(*where())
+            try:
+                self.wait_for(condition, what, timeout=8)
+                return
+            except AssertionError:
+                continue
+        self.click_at(*where())
+        self.wait_for(condition, what, timeout=30)
+
     def type_into(self, selector_js: str, text: str) -> None:
         self.click_at(*self.center_of(selector_js))
         self.call("Input.insertText", text=text)
@@ -516,13 +528,13 @@ def test_in_headless_chromium_leaderboard_to_replies_and_playground_scores(built
         browser.screenshot(artifacts / "explorer-leaderboard.png")
         # click the first row's value: columns model 200, task 170, metric 210, then value (80)
         left, top = browser.evaluate(f"(() => {{ const r = {grid}.getBoundingClientRect(); return [r.x, r.y]; }})()")  # type: ignore[misc]
-        browser.click_at(left + 200 + 170 + 210 + 40, top + 35 + 17)
-        browser.wait_for("location.pathname.endsWith('/drilldown')", "the drill-down after the click")
+        browser.click_until(lambda: (left + 200 + 170 + 210 + 40, top + 35 + 17),
+                            "location.pathname.endsWith('/drilldown')", "the drill-down after the click")  # fmt: skip
         browser.wait_for("document.body.innerText.includes('Judgments 1–')", "the judgments")
         assert f"model={CHILD}" in str(browser.evaluate("location.search"))
-        first = browser.center_of("document.querySelector('[data-testid=\"stExpander\"] summary')")
-        browser.click_at(*first)
-        browser.wait_for("document.body.innerText.includes('Ask again in the playground')", "an opened judgment")
+        summary = "document.querySelector('[data-testid=\"stExpander\"] summary')"
+        opened = "document.body.innerText.includes('Ask again in the playground')"
+        browser.click_until(lambda: browser.center_of(summary), opened, "an opened judgment")
         shown = browser.text()
         assert "Do you agree with the following statement" in shown and "raw reply:" in shown
         time.sleep(1)
@@ -530,14 +542,16 @@ def test_in_headless_chromium_leaderboard_to_replies_and_playground_scores(built
         # the playground: score two completions
         browser.goto(f"{base}/playground?model={CHILD}")
         browser.wait_for("document.body.innerText.includes('Completion probabilities')", "the playground")
-        browser.click_at(*browser.center_of(_by_text("[role=tab]", "Completion probabilities")))
-        browser.type_into("document.querySelector('textarea[aria-label=\"Context\"]')", "The doctor said that")
+        context = "document.querySelector('textarea[aria-label=\"Context\"]')"
+        browser.click_until(lambda: browser.center_of(_by_text("[role=tab]", "Completion probabilities")),
+                            f"{context} && {context}.offsetParent !== null", "the scoring tab")  # fmt: skip
+        browser.type_into(context, "The doctor said that")
         browser.type_into("document.querySelector('textarea[aria-label=\"Completions, one per line\"]')",
                           "he is busy\nshe is busy")  # fmt: skip
         browser.click_at(20, 400)  # blur: the text area sends its value
         time.sleep(1.5)
-        browser.click_at(*browser.center_of(_by_text("button", "Score")))
-        browser.wait_for("document.body.innerText.includes('3 tokens, sum')", "the scores")
+        browser.click_until(lambda: browser.center_of(_by_text("button", "Score")),
+                            "document.body.innerText.includes('3 tokens, sum')", "the scores")  # fmt: skip
         shown = browser.text()
         assert "'he is busy'" in shown and "'she is busy'" in shown and "chat template" in shown
         time.sleep(2)
@@ -553,3 +567,16 @@ def test_in_headless_chromium_leaderboard_to_replies_and_playground_scores(built
         del sys  # only for the subprocess' interpreter path above
     for name in ("explorer-leaderboard.png", "explorer-drilldown.png", "explorer-playground.png"):
         assert (artifacts / name).stat().st_size > 20_000, f"{name} looks empty"
+
+
+def test_a_reasoning_column_is_shown_where_the_warehouse_has_one(tmp_path: Path) -> None:
+    path = tmp_path / "reasoning.duckdb"
+    build_synthetic(path, 30)
+    with duckdb.connect(str(path)) as conn:  # a reasoning model's warehouse (a column another branch may add)
+        conn.execute("ALTER TABLE responses ADD COLUMN reasoning VARCHAR")
+        conn.execute("UPDATE responses SET reasoning = 'thinking about ' || request_id")
+    with data.read_only(path) as conn:
+        assert data.reasoning_column(conn) == "reasoning"
+        page = data.drilldown_page(conn, MODEL, TASK, data.Slice(), limit=2)
+    assert page.items[0].requests[0].reasoning == f"thinking about {page.items[0].requests[0].request_id}"
+    assert page.frame()["reasoning"].str.startswith("thinking about").all()

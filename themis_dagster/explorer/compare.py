@@ -77,11 +77,9 @@ def render() -> None:
                     for t, m, s in zip(rows["task"], rows["metric"], rows["subset"], strict=True)
                 ]
             )
-            st.dataframe(
+            ui.linked_table(
                 shown,
-                hide_index=True,
-                width="stretch",
-                key="comparisons",
+                "comparisons",
                 column_config={
                     "replies": st.column_config.LinkColumn("replies", display_text="replies ↗"),
                     "p_value": st.column_config.NumberColumn("p", format="%.4f"),

@@ -100,7 +100,7 @@ def render() -> None:
     st.header("Summary by benchmark")
     for family, biased, frame in summary_tables(report):
         st.subheader(f"{family}" + (f" · {biased} biased" if biased else ""))
-        st.dataframe(frame, hide_index=True, width="stretch", column_config={"replies": LINK}, key=f"family-{family}")
+        ui.linked_table(frame, f"family-{family}", column_config={"replies": LINK})
 
     st.header("Subsets")
     tasks = sorted({r.task for r in report.subsets})
@@ -111,9 +111,7 @@ def render() -> None:
         if frame.empty:
             continue
         with st.expander(f"{task}: {len(frame)} subset values", expanded=len(tasks) == 1):
-            st.dataframe(
-                frame, hide_index=True, width="stretch", column_config={"replies": LINK}, key=f"subsets-{task}"
-            )
+            ui.linked_table(frame, f"subsets-{task}", column_config={"replies": LINK})
 
     st.header("Parse failures")
     failures = pd.DataFrame(
@@ -126,11 +124,9 @@ def render() -> None:
             "replies": [ui.href("drilldown", model=model, task=e.task, parsed="false") for e in report.parse_failures],
         }
     )
-    st.dataframe(
+    ui.linked_table(
         failures,
-        hide_index=True,
-        width="stretch",
-        key="failures",
+        "failures",
         column_config={
             "share": st.column_config.NumberColumn("share", format="percent"),
             "replies": st.column_config.LinkColumn("replies", display_text="failed replies ↗"),

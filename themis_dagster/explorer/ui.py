@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from urllib.parse import urlencode
 
 import duckdb
+import pandas as pd
 import streamlit as st
 
 from themis_dagster.errors import ConfigError
@@ -143,6 +144,27 @@ def set_params(**params: object) -> None:
                 del st.query_params[key]
         elif st.query_params.get(key) != str(value):
             st.query_params[key] = str(value)
+
+
+def open_href(link: str) -> None:
+    """Switch to the page an :func:`href` names, with its query parameters."""
+    from urllib.parse import parse_qsl
+
+    page, _, query = link.partition("?")
+    if page in PAGES:
+        st.switch_page(PAGES[page][0], query_params=dict(parse_qsl(query)) or None)
+
+
+def linked_table(frame: pd.DataFrame, key: str, link_column: str = "replies", **options: Any) -> None:
+    """A table whose rows each link somewhere (``link_column``, an :func:`href`): a click on any cell follows it."""
+    event = st.dataframe(
+        frame, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-cell", key=key, **options
+    )
+    cells = getattr(getattr(event, "selection", None), "cells", None) or []
+    if cells and 0 <= int(cells[0][0]) < len(frame):
+        link = frame.iloc[int(cells[0][0])][link_column]
+        if isinstance(link, str):
+            open_href(link)
 
 
 def header(title: str, caption: str | None = None) -> None:
