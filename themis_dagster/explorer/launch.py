@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from themis_dagster.explorer import APP
 
@@ -41,10 +41,10 @@ def streamlit_command(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, extra:
     ]
 
 
-def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> int:
-    """Run the explorer in the foreground until it is stopped; its exit status."""
+def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> NoReturn:
+    """Become the Streamlit server (``exec``: a signal to ``themis ui`` reaches the server itself); never returns."""
+    command = streamlit_command(host, port)
     print(f"[themis] explorer on http://{host}:{port} (warehouse read-only; Ctrl-C stops it)", flush=True)
-    try:
-        return subprocess.call(streamlit_command(host, port), env=os.environ.copy())
-    except KeyboardInterrupt:
-        return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(command[0], command)  # noqa: S606 - our own interpreter and arguments, no shell
