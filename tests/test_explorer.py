@@ -556,6 +556,16 @@ def test_in_headless_chromium_leaderboard_to_replies_and_playground_scores(built
         assert "'he is busy'" in shown and "'she is busy'" in shown and "chat template" in shown
         time.sleep(2)
         browser.screenshot(artifacts / "explorer-playground.png")
+        # the other pages, to look at
+        for name, path, ready in (
+            ("model", f"/model?model={PARENT}", "Reproducibility record"),
+            ("compare", f"/compare?model={CHILD}&task=gb_direct", "items judged differently"),
+            ("runs", "/runs", "Recent materializations"),
+        ):
+            browser.goto(base + path)
+            browser.wait_for(f"document.body.innerText.includes({ready!r})", f"the {name} page")
+            time.sleep(2)
+            browser.screenshot(artifacts / f"explorer-{name}.png")
     finally:
         if browser is not None:
             browser.close()
@@ -565,7 +575,8 @@ def test_in_headless_chromium_leaderboard_to_replies_and_playground_scores(built
         except subprocess.TimeoutExpired:
             app.kill()
         del sys  # only for the subprocess' interpreter path above
-    for name in ("explorer-leaderboard.png", "explorer-drilldown.png", "explorer-playground.png"):
+    for name in ("explorer-leaderboard.png", "explorer-drilldown.png", "explorer-playground.png", "explorer-model.png",
+                 "explorer-compare.png", "explorer-runs.png"):  # fmt: skip
         assert (artifacts / name).stat().st_size > 20_000, f"{name} looks empty"
 
 
@@ -580,3 +591,35 @@ def test_a_reasoning_column_is_shown_where_the_warehouse_has_one(tmp_path: Path)
         page = data.drilldown_page(conn, MODEL, TASK, data.Slice(), limit=2)
     assert page.items[0].requests[0].reasoning == f"thinking about {page.items[0].requests[0].request_id}"
     assert page.frame()["reasoning"].str.startswith("thinking about").all()
+
+
+def test_themis_ui_binds_to_this_host_unless_told_otherwise() -> None:
+    from themis_dagster.cli import build_parser
+    from themis_dagster.explorer.launch import streamlit_command
+
+    args = build_parser().parse_args(["ui"])
+    assert (args.host, args.port) == ("127.0.0.1", 8501)
+    command = streamlit_command(args.host, args.port)
+    assert command[command.index("--server.address") + 1] == "127.0.0.1" and str(APP) in command
+    assert build_parser().parse_args(["ui", "--host", "0.0.0.0", "--port", "9000"]).host == "0.0.0.0"
+
+
+def test_runs_and_materializations_link_into_dagster(built: Built, monkeypatch) -> None:
+    from dagster import asset, materialize
+
+    from themis_dagster.explorer.runs import recent_materializations, recent_runs
+
+    @asset(name="bias_metrics")
+    def stand_in() -> None:
+        """A stand-in with the evaluation asset's key, materialized into the test's instance."""
+
+    monkeypatch.setenv("THEMIS_DAGSTER_URL", "http://dagster.example:3000/")
+    instance = DagsterInstance.get()
+    run_id = materialize([stand_in], instance=instance).run_id
+    runs = recent_runs(instance)
+    assert f"http://dagster.example:3000/runs/{run_id}" in set(runs["run"]) and "SUCCESS" in set(runs["status"])
+    done = recent_materializations(instance)
+    assert done.iloc[0]["run"] == f"http://dagster.example:3000/runs/{run_id}"
+    assert done.iloc[0]["asset"] == "http://dagster.example:3000/assets/bias_metrics"
+    at = _app("runs.py")
+    assert not _problems(at) and f"/runs/{run_id}" in _frame(at, "run", "status")["run"].iloc[0]

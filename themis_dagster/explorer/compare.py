@@ -71,7 +71,8 @@ def render() -> None:
                 f"{len(rows)} comparisons; {regressed} gated regression(s). Holm's adjustment runs over every "
                 "comparison of the pair."
             )
-            shown = rows.assign(
+            first = ["task", "subset", "metric", "verdict", "difference", "ci_low", "ci_high", "p_adjusted", "p_value"]
+            shown = rows[first + [c for c in rows.columns if c not in first]].assign(
                 replies=[
                     ui.href("drilldown", model=model, task=t, metric=m, subset=s)
                     for t, m, s in zip(rows["task"], rows["metric"], rows["subset"], strict=True)
