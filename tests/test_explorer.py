@@ -533,7 +533,8 @@ def test_in_headless_chromium_leaderboard_to_replies_and_playground_scores(built
         browser.wait_for("document.body.innerText.includes('Judgments 1–')", "the judgments")
         assert f"model={CHILD}" in str(browser.evaluate("location.search"))
         summary = "document.querySelector('[data-testid=\"stExpander\"] summary')"
-        opened = "document.body.innerText.includes('Ask again in the playground')"
+        opened = ("['Ask again in the playground', 'raw reply:', 'Do you agree with the following statement']"
+                  ".every(t => document.body.innerText.includes(t))")  # fmt: skip
         browser.click_until(lambda: browser.center_of(summary), opened, "an opened judgment")
         shown = browser.text()
         assert "Do you agree with the following statement" in shown and "raw reply:" in shown
