@@ -20,7 +20,7 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 # the whole default run short on a small CPU host. Set THEMIS_TASK_OVERRIDES= for full sizes.
 export THEMIS_TASK_OVERRIDES ?= $(CURDIR)/data/run_profiles/default.yaml
 
-.PHONY: setup system-deps run test test-fast dev lint format bench cluster-demo
+.PHONY: setup system-deps run test test-fast dev ui lint format bench cluster-demo
 
 setup: $(STAMP)
 
@@ -60,12 +60,20 @@ test: lint system-deps
 test-fast: setup
 	$(BIN)/python -m pytest -ra -m "not engine and not server"
 
+# The UI and daemon on http://127.0.0.1:3000; the explorer (`make ui`, http://127.0.0.1:8501) reads the same warehouse.
 # The instance's storage is created once first: the webserver, the daemon and their code servers
 # starting together on a new SQLite home can each stamp its schema version (alembic: "more than
 # one head"), and the code server then fails to load.
 dev: setup
 	$(BIN)/dagster instance migrate >/dev/null
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# The explorer (themis_dagster/explorer): leaderboard, drill-down, comparisons and a playground, read-only on the
+# warehouse, on http://127.0.0.1:$(UI_PORT) beside `make dev`. UI_HOST=0.0.0.0 exposes it to the network.
+UI_HOST ?= 127.0.0.1
+UI_PORT ?= 8501
+ui: setup
+	$(BIN)/themis ui --host $(UI_HOST) --port $(UI_PORT)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -27,12 +27,13 @@ from themis_dagster.cli import (
     run,
     snapshot,
     sql,
+    ui,
 )
 from themis_dagster.errors import ConfigError
 
 __all__ = ["build_parser", "console_main", "main"]
 
-SUBCOMMANDS = (run, backfill, models, sql, import_, snapshot, cache, compare, leaderboard)  # in --help's order
+SUBCOMMANDS = (run, backfill, models, sql, import_, snapshot, cache, compare, leaderboard, ui)  # in --help's order
 
 
 def build_parser() -> argparse.ArgumentParser:

