@@ -245,7 +245,7 @@ def stop_sessions(processes: list[subprocess.Popen[bytes]], timeout_s: float = 3
 
 # ---------------------------------------------------------------------------------------------
 # The whole tier-3 stack on one host: PostgreSQL (instance + DuckLake catalog), a two-node Ray
-# cluster, a Dagster daemon with deploy/dagster.ray.yaml. Used by tests/test_cluster_ray.py and
+# cluster, a Dagster daemon with deploy/dagster.ray.yaml. Used by tests/deploy/test_cluster_ray.py and
 # deploy/cluster_demo.py (make cluster-demo).
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ documented): ``load_items_frame``, ``build_requests_frame``, ``judge_frame`` and
 ``compute_metrics_frame``. The loader resolves them into the task's ``TaskHooks``; here is
 when a stage may use one. No record per row is built for them. A task that offers one must
 test it equal to its per-record hook on the same inputs (crows_pairs:
-tests/test_columnar_task_functions.py). The stages use ``build_requests_frame`` and
+tests/columnar/test_columnar_task_functions.py). The stages use ``build_requests_frame`` and
 ``judge_frame`` only for item-local tasks (``ITEM_LOCAL``), and the judge only where no second
 opinion follows (that one reads ``Judgment`` records); ``compute_metrics_frame`` reads the
 judgments table, whoever wrote it, and ``load_items_frame`` only reads files, so any task may

@@ -15,7 +15,7 @@ outcome), which every task already records without parsing it (``engine_error``,
 the guard's outcome where the guard is why it failed (a judgment per attempt: its request was
 withheld; a judgment per item: some of its replies were withheld and none failed otherwise). A
 task that records engine failures under another outcome keeps it; the reply is still never parsed.
-No task reads ``reasoning``: the guard blanks it (the sentinel test in tests/test_reasoning_split.py).
+No task reads ``reasoning``: the guard blanks it (the sentinel test in tests/tasks/test_reasoning_split.py).
 
 The guard is on for a model that declares ``reasoning:`` and wherever a reply carries reasoning
 (a server that splits replies itself); for other models replies pass unchanged, so no existing

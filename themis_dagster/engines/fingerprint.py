@@ -5,7 +5,7 @@ setting that can change an output), the engine implementation, and the request's
 and sampling settings (seed included). Settings that only change speed or memory (KV cache
 size, block size, prefix caching, batch limits, process layout) are left out, so turning them
 does not throw answers away; prefix reuse is checked to give identical scores
-(tests/test_prefix_reuse.py, tests/test_engine_e2e.py).
+(tests/engines/vllm/test_prefix_reuse.py, tests/engines/vllm/test_engine_e2e.py).
 
 This module is the one definition of what goes into a request's hash (``REQUEST_FIELDS``) and
 of the text that is hashed (``canonical_json``); ``columnar/fingerprints.py`` assembles that

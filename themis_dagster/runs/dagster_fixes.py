@@ -5,7 +5,7 @@ free slot row ``FOR UPDATE SKIP LOCKED`` and then updating that row by its id al
 locks the row between the two statements; SQLite ignores ``FOR UPDATE``, so two processes
 that ask at the same moment can select the same free row and both "claim" it: the second
 update overwrites the first and both steps run. Seen here: two ``themis run`` engine steps
-started 1.4 ms apart under the pool limit of 1 (tests/test_engine_pool.py). The same claim
+started 1.4 ms apart under the pool limit of 1 (tests/resources/test_engine_pool.py). The same claim
 done as a compare-and-set (update the row only while it is still free) makes the slot row the
 semaphore Dagster means it to be, on every storage: the loser sees no row updated, stays
 BLOCKED and asks again, as Dagster's executor already does for a blocked step.

@@ -8,7 +8,7 @@ Every task prompt is rendered from Jinja2 text compiled by ``environment()``, co
 - ``keep_trailing_newline=True``: a template renders exactly the text it holds, a final newline
   included, as lm-eval renders ``doc_to_text`` (``utils.apply_template``) and as THEMIS rendered its
   CrowS-Pairs templates. Jinja2's default would drop one final newline of the template's source;
-  no task template ends with one (tests/test_rendering.py keeps it so), so either choice renders
+  no task template ends with one (tests/tasks/test_rendering.py keeps it so), so either choice renders
   the same prompts, and this one says what a template shows.
 
 Prompts are fingerprinted (each request records its template's ``template_sha256``, and the
