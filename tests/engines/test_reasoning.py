@@ -22,8 +22,8 @@ from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.engines.reasoning import ReasoningBudget, with_openai_reasoning
 from themis_dagster.errors import ConfigError
 from themis_dagster.exchange import GenerationParams, Request, Response
-from themis_dagster.registry.models import ModelSpec, parse_models
-from themis_dagster.registry.reasoning import check_reasoning_budget, vllm_reasoning_parsers
+from themis_dagster.registry.models import ModelSpec, check_reasoning_budget, parse_models
+from themis_dagster.registry.reasoning import vllm_reasoning_parsers
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource, WarehouseResource
 from themis_dagster.tasks.spec import Judgment, TaskParams

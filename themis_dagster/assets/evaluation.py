@@ -59,7 +59,7 @@ from themis_dagster.columnar.reply_guard import GUARD_OUTCOMES, GUARDED, guard_r
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
-from themis_dagster.registry.reasoning import check_reasoning_budget
+from themis_dagster.registry.models import check_reasoning_budget
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.tasks.loader import LoadedTask

@@ -349,3 +349,21 @@ def get_model(models: dict[str, ModelSpec], model_id: str) -> ModelSpec:
         known = ", ".join(sorted(models)) or "(none)"
         raise ConfigError(f"unknown model id {model_id!r}; registered: {known}")
     return models[model_id]
+
+
+def check_reasoning_budget(spec: ModelSpec, answer_budget: int, where: str) -> None:
+    """A reasoning model's budget plus the largest answer budget must fit its context window.
+
+    ``answer_budget``: the largest ``max_tokens`` among the requests about to be sent (``where``
+    names them). Raises ConfigError naming both numbers and ``max_model_len``; a model without
+    ``reasoning`` or without a declared ``max_model_len`` passes.
+    """
+    reasoning = spec.reasoning
+    if reasoning is None or spec.max_model_len is None:
+        return
+    total = reasoning.budget_tokens + answer_budget
+    if total > spec.max_model_len:
+        raise ConfigError(
+            f"model {spec.id!r}: reasoning.budget_tokens ({reasoning.budget_tokens}) + the largest answer budget "
+            f"max_tokens ({answer_budget}, {where}) = {total} exceeds max_model_len ({spec.max_model_len})"
+        )

@@ -14,12 +14,6 @@ import ast
 import functools
 import importlib.util
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from themis_dagster.errors import ConfigError
-
-if TYPE_CHECKING:
-    from themis_dagster.registry.models import ModelSpec
 
 # vllm/reasoning/__init__.py registers its parsers lazily from this dict (vLLM 0.32): name -> (file, class)
 _REGISTRY_DICT = "_REASONING_PARSERS_TO_REGISTER"
@@ -76,21 +70,3 @@ def check_parser_name(name: str) -> str:
     if known is not None and name not in known:
         raise ValueError(f"unknown reasoning parser {name!r}; vLLM's reasoning parsers: {', '.join(known)}")
     return name
-
-
-def check_reasoning_budget(spec: ModelSpec, answer_budget: int, where: str) -> None:
-    """A reasoning model's budget plus the largest answer budget must fit its context window.
-
-    ``answer_budget``: the largest ``max_tokens`` among the requests about to be sent (``where``
-    names them). Raises ConfigError naming both numbers and ``max_model_len``; a model without
-    ``reasoning`` or without a declared ``max_model_len`` passes.
-    """
-    reasoning = spec.reasoning
-    if reasoning is None or spec.max_model_len is None:
-        return
-    total = reasoning.budget_tokens + answer_budget
-    if total > spec.max_model_len:
-        raise ConfigError(
-            f"model {spec.id!r}: reasoning.budget_tokens ({reasoning.budget_tokens}) + the largest answer budget "
-            f"max_tokens ({answer_budget}, {where}) = {total} exceeds max_model_len ({spec.max_model_len})"
-        )

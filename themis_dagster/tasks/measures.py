@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
-from themis_dagster.tasks.spec import Judgment, TaskHooks
+from themis_dagster.tasks.spec import Judgment, PairedMetrics, TaskHooks
 
 T = TypeVar("T")
 TestName = Literal["mcnemar_exact", "sign_flip_permutation", "paired_bootstrap"]
@@ -60,12 +60,6 @@ class Ratio:
 
 
 PairedMeasure = Binary | Continuous | Ratio
-
-
-class PairedMetrics(Protocol):
-    """What ``PAIRED_METRICS`` offers: the measure behind a metric, or None when it is not compared."""
-
-    def get(self, metric: str, /) -> PairedMeasure | None: ...
 
 
 def paired_metrics(hooks: TaskHooks) -> PairedMetrics:

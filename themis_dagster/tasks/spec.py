@@ -36,8 +36,6 @@ from themis_dagster.exchange import Response as Response
 if TYPE_CHECKING:
     import polars as pl
 
-    from themis_dagster.tasks.measures import PairedMetrics
-
 
 class TaskParams(BaseModel):
     """Parameters every task has; a task's own Params subclass adds more."""
@@ -225,6 +223,13 @@ ItemsFrame = Callable[[dict[str, Path], Any], "pl.DataFrame"]
 RequestsFrame = Callable[["pl.DataFrame", Any, dict[str, str]], "pl.DataFrame"]
 JudgeFrame = Callable[["pl.DataFrame", "pl.DataFrame", Any], "pl.DataFrame"]
 MetricsFrame = Callable[["pl.DataFrame", Any], list[MetricValue]]
+
+
+class PairedMetrics(Protocol):
+    """What ``PAIRED_METRICS`` offers: the measure behind a metric (a ``Binary``, ``Continuous`` or ``Ratio`` of
+    ``tasks/measures.py``), or None when the metric is not compared."""
+
+    def get(self, metric: str, /) -> Any: ...
 
 
 class TaskModule(Protocol):
