@@ -13,6 +13,14 @@ import torch
 from themis_dagster.engines.vllm import prompt_logprobs
 
 VOCAB, HIDDEN = 97, 16
+MAX_ULPS = 2
+
+
+def _ulps(a: torch.Tensor, b: torch.Tensor) -> int:
+    """The largest distance between two float32 tensors in units in the last place (0: bit for bit)."""
+    if a.numel() == 0:
+        return 0
+    return int((a.contiguous().view(torch.int32).long() - b.contiguous().view(torch.int32).long()).abs().max())
 
 
 def _runner(prompts: dict[str, list[int]], computed: dict[str, int], asked: dict[str, int]) -> Any:
@@ -70,7 +78,9 @@ def _compare(
         # the rows this step wrote (the rest of an in-progress prompt is still uninitialised memory)
         rows = slice(computed[req], computed[req] + min(scheduled[req], len(prompts[req]) - 1 - computed[req]))
         assert torch.equal(want.logprob_token_ids[rows], got.logprob_token_ids[rows]), req
-        assert torch.equal(want.logprobs[rows], got.logprobs[rows]), req  # bit for bit
+        # bit for bit where the CPU's GEMM rounds a row the same whatever the batch's shape; some CPUs' kernels
+        # round rows of a 5-row chunk and of a lone request differently: at most 2 float32 ulp (1.9e-6 nats here)
+        assert _ulps(want.logprobs[rows], got.logprobs[rows]) <= MAX_ULPS, req
         assert torch.equal(want.selected_token_ranks[rows], got.selected_token_ranks[rows]), req
 
 
