@@ -264,7 +264,9 @@ def test_local_tokenizer_agrees_with_the_servers(served: dict[str, Any]) -> None
             by_server.n_prompt_tokens,
             by_server.n_continuation_tokens,
         )
-        assert local.logprob == pytest.approx(by_server.logprob, abs=1e-3)
+        # the second engine's requests meet the server's prefix cache warm, the first's cold: bf16 sums of a cold
+        # and a warm batch differ by up to about 0.2 nats on a CPU (0.09 here; see test_comparisons_engine.py)
+        assert local.logprob == pytest.approx(by_server.logprob, abs=0.2)
     remote.shutdown()
 
 
