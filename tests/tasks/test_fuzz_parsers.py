@@ -357,7 +357,7 @@ def bridge_task(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
     items = bridge.load_items({}, loose)
     task = bridge.build_task(loose, {})
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bridge, "build_task", lambda params, files: task)
+        patch.setattr(bridge, "build_task", lambda params, files, inputs=None: task)
         yield loose, strict, items
 
 
