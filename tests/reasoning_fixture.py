@@ -31,8 +31,13 @@ CLOSE_SCALE = 1.02  # </think>'s row: the newline's, scaled up a little so it wi
 
 
 def default_model_folder(settings: Settings | None = None) -> Path:
-    """The prepared default model (``themis models prepare``)."""
-    return (settings or Settings.from_env()).models_dir / DEFAULT_MODEL_ID
+    """The default model's folder, prepared first where a fresh checkout has none (``themis models prepare``)."""
+    from themis_dagster.registry.models import get_model, load_registry
+    from themis_dagster.registry.weights import resolve_weights
+
+    settings = settings or Settings.from_env()
+    spec = get_model(load_registry(settings.models_file), DEFAULT_MODEL_ID)
+    return Path(resolve_weights(spec, settings.models_dir, settings.cache_dir).path)
 
 
 def build_thinking_model(target: Path, source: Path | None = None) -> Path:

@@ -253,7 +253,6 @@ def test_the_default_model_is_judged_as_before(graph: Callable[[str, str], Path]
     assert not metrics & {"reasoning_unfinished_rate", "truncated_rate"}
 
 
-@pytest.mark.skipif(not default_model_folder().is_dir(), reason="the default model is not prepared")
 @pytest.mark.parametrize("parser", ["qwen3", "deepseek_r1"])
 def test_the_default_models_tokenizer_has_no_think_markers(parser: str) -> None:
     """The check the engine runs once its tokenizer is loaded, before any request (engines/vllm/engine.py)."""

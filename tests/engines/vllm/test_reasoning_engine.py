@@ -22,7 +22,7 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from tests.conftest import make_resources, requires_mirror, write_overrides
-from tests.reasoning_fixture import build_thinking_model, default_model_folder, thinking_model_entry, write_models_file
+from tests.reasoning_fixture import build_thinking_model, thinking_model_entry, write_models_file
 from themis_dagster.assets import evaluation_assets
 from themis_dagster.columnar.reply_guard import guard_replies, relabel
 from themis_dagster.engines.dispatch import dispatch
@@ -36,7 +36,6 @@ from themis_dagster.warehouse.frames import from_frame, to_frame
 
 pytestmark = [
     pytest.mark.engine,
-    pytest.mark.skipif(not default_model_folder().is_dir(), reason="the default model is not prepared"),
 ]
 
 THINKER = "smollm2-135m-thinker"
