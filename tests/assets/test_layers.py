@@ -1,7 +1,9 @@
 """No import runs up the layers: every ``themis_dagster`` module imports only its own layer and those below.
 
 ``LAYERS`` lists them bottom to top; lazy imports inside functions count too. ``partitions`` and
-``columnar`` (the evaluation chain's column-at-a-time plumbing) sit between the tasks and the assets.
+``columnar`` (the evaluation chain's column-at-a-time plumbing) sit between the tasks and the assets;
+``backfills`` (what ``themis backfill`` and the explorer both queue) sits on the definitions, and the
+command line sits on the explorer (``themis ui`` serves it), so the explorer never imports the command line.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("assets",),
     ("sensors", "schedules"),
     ("definitions",),
-    ("cli", "explorer"),
+    ("backfills",),
+    ("explorer",),
+    ("cli",),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

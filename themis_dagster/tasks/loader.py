@@ -6,7 +6,7 @@ import difflib
 import hashlib
 import importlib
 import inspect
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cache, partial
 from pathlib import Path
@@ -17,6 +17,8 @@ import yaml
 from pydantic import ValidationError
 
 from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.registry.models import get_model, load_registry
+from themis_dagster.settings import Settings
 from themis_dagster.tasks.declaration import read_declaration
 from themis_dagster.tasks.spec import (
     HOOKS,
@@ -265,6 +267,16 @@ def load_task(
         check_registered_models(name, params, models)
     templates = _load_templates(spec, path)
     return LoadedTask(spec, hooks, params, templates, path)
+
+
+def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> None:
+    """Fail fast, before any engine starts: models file, model id, task names and parameters."""
+    models = load_registry(settings.models_file, settings.discovered_models_file)
+    get_model(models, model_id)
+    overrides = load_overrides(settings.task_overrides_file)
+    for task in tasks:
+        if judge_model := load_task(task, overrides.get(task), models=models).judge_model:
+            get_model(models, judge_model)
 
 
 def tasks_with_local_data(
