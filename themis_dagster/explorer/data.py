@@ -29,6 +29,7 @@ from themis_dagster.reports.family import checkpoint_family, split_checkpoint
 from themis_dagster.reports.summary import benchmark_family, is_mark, mark_letter, verdict
 from themis_dagster.warehouse import ducklake
 from themis_dagster.warehouse.readonly import WarehouseBusy, connect_read_only
+from themis_dagster.warehouse.reads import Params, bound, optional_rows
 
 DEFAULT_WAIT_S = 5.0
 PAGE_SIZES = (10, 25, 50, 100)
@@ -95,33 +96,15 @@ def warehouse_status(warehouse: Path | str, wait_s: float = DEFAULT_WAIT_S) -> W
     return WarehouseStatus(True, "ready")
 
 
-Params = Sequence[object] | Mapping[str, object]
-
-
 def records(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = ()) -> list[dict[str, Any]]:
     """Rows as dicts; a table or view the warehouse does not have reads as no rows."""
-    found = optional_records(conn, sql, params)
+    found = optional_rows(conn, sql, params)
     return [] if found is None else found
 
 
-def optional_records(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = ()) -> list[dict[str, Any]] | None:
-    """Rows as dicts, or None when a table, view or column the query names is absent."""
-    try:
-        cursor = conn.execute(sql, _bound(params))
-    except (duckdb.CatalogException, duckdb.BinderException):
-        return None
-    names = [column[0] for column in cursor.description or []]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
 def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = ()) -> Any:
-    row = conn.execute(sql, _bound(params)).fetchone()
+    row = conn.execute(sql, bound(params)).fetchone()
     return None if row is None else row[0]
-
-
-def _bound(params: Params) -> list[object] | dict[str, object]:
-    """Positional (``?``) or named (``$name``) parameters as DuckDB takes them."""
-    return dict(params) if isinstance(params, Mapping) else list(params)
 
 
 def columns_of(conn: duckdb.DuckDBPyConnection, table: str) -> set[str]:
@@ -716,7 +699,7 @@ def default_baseline(conn: duckdb.DuckDBPyConnection, model: str, parent: str | 
 
 def comparisons(conn: duckdb.DuckDBPyConnection, model: str, baseline: str) -> pd.DataFrame | None:
     """The paired comparisons of the pair with Holm's p and the gate's verdict; None without the views."""
-    found = optional_records(
+    found = optional_rows(
         conn,
         """
         SELECT c.task, c.subset, c.metric, c.value, c.baseline_value, c.difference, c.ci_low, c.ci_high,
@@ -747,7 +730,7 @@ def _gate_text(row: Mapping[str, Any]) -> str:
 
 def checkpoint_trend(conn: duckdb.DuckDBPyConnection, model: str) -> pd.DataFrame | None:
     """The headline trend of the model's checkpoint family (empty: not in a family; None: no view)."""
-    family = optional_records(conn, "SELECT DISTINCT family FROM checkpoint_trends WHERE model = ?", [model])
+    family = optional_rows(conn, "SELECT DISTINCT family FROM checkpoint_trends WHERE model = ?", [model])
     if family is None:
         return None
     if not family:
