@@ -158,17 +158,12 @@ def _are_marks(value: Any) -> bool:
     return isinstance(value, tuple | list) and all(isinstance(mark, MarkScale) for mark in value)
 
 
+_STAGES = ("load_items", "build_requests", "judge", "compute_metrics")
+"""The chain's stages: each hook is a function, row-at-a-time (``judge``) or column-at-a-time (``judge_frame``)."""
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "Params": (_is_params, "a TaskParams subclass"),
-    "load_items": (callable, "a function"),
-    "build_requests": (callable, "a function"),
-    "judge": (callable, "a function"),
-    "compute_metrics": (callable, "a function"),
+    **{hook: (callable, "a function") for stage in _STAGES for hook in (stage, f"{stage}_frame")},
     "ITEM_LOCAL": (lambda value: isinstance(value, bool), "True or False"),
-    "load_items_frame": (callable, "a function"),
-    "build_requests_frame": (callable, "a function"),
-    "judge_frame": (callable, "a function"),
-    "compute_metrics_frame": (callable, "a function"),
     "PAIRED_METRICS": (_is_paired_metrics, "a mapping of metric name to PairedMeasure (anything with .get(metric))"),
     "SECOND_OPINION": (lambda value: isinstance(value, SecondOpinion), "judge_model, requests and apply methods"),
     "RESEND": (lambda value: isinstance(value, Resend), "rounds and to_resend methods"),
