@@ -32,7 +32,7 @@ from themis_dagster.tasks.iat.stimuli import (
 )
 from themis_dagster.tasks.measures import Binary, Continuous
 from themis_dagster.tasks.rendering import compile_template, template_sha256
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams, distinct
 
 Category = Literal["race", "gender", "religion", "health", "age"]
 DatasetName = Literal[
@@ -73,9 +73,7 @@ class Params(TaskParams):
     @field_validator("variations", "categories", "datasets")
     @classmethod
     def _unique(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if value is not None and len(set(value)) != len(value):
-            raise ValueError("values must be unique")
-        return value
+        return distinct(value, "values must be unique")
 
 
 def _stable_int(text: str) -> int:
