@@ -48,7 +48,7 @@ from themis_dagster.tasks.langbite.library import (
 from themis_dagster.tasks.langbite.scenario import TestScenario, load_scenario
 from themis_dagster.tasks.langbite.verdicts import evaluation_of, metric_rows, requirement_key
 from themis_dagster.tasks.measures import Ratio, mean_of, single
-from themis_dagster.tasks.rendering import compile_template
+from themis_dagster.tasks.rendering import TemplatedChat, compile_template
 from themis_dagster.tasks.spec import (
     Item,
     Judgment,
@@ -257,8 +257,7 @@ def request_id(item_id: str, index: int) -> str:
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """One chat request per instance, worded by the ``with_prefix`` or ``plain`` template (LangBiTe's wording)."""
     compiled = {name: compile_template(text) for name, text in templates.items()}
-    digests = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in templates.items()}
-    gen_params = params.generation_params()
+    chat = TemplatedChat(templates, params.generation_params())
     requests = []
     for item in items:
         name = "with_prefix" if item.fields.get("task_prefix") else "plain"
@@ -268,16 +267,7 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
                 instance=instance["instance"],
                 output_formatting=item.fields.get("output_formatting") or "",
             )
-            requests.append(
-                Request.user_message(
-                    content,
-                    request_id=request_id(item.item_id, index),
-                    item_id=item.item_id,
-                    template=name,
-                    template_sha256=digests[name],
-                    gen_params=gen_params,
-                )
-            )
+            requests.append(chat.ask(content, name, request_id=request_id(item.item_id, index), item_id=item.item_id))
     return requests
 
 
