@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import duckdb
 import pandas as pd
@@ -501,20 +501,21 @@ _CLAUSES = {
 }
 
 
-def _filtered(
-    model: str,
-    task: str,
-    where: Slice,
-    item_subset: str | None = None,
-    outcome: str | None = None,
-    parsed: bool | None = None,
-) -> tuple[str, dict[str, object]]:
+class JudgmentFilters(TypedDict, total=False):
+    """The drill-down's filters within a slice, shared by its count and its pages; None or absent: not used."""
+
+    item_subset: str | None
+    outcome: str | None
+    parsed: bool | None
+
+
+def _filtered(model: str, task: str, where: Slice, **filters: Unpack[JudgmentFilters]) -> tuple[str, dict[str, object]]:
     """``FROM judgments ... WHERE ...`` for the filters in use, and their bound values."""
     values: dict[str, object] = {
         "subset": where.subset,
-        "item_subset": item_subset,
-        "outcome": outcome,
-        "parsed": parsed,
+        "item_subset": filters.get("item_subset"),
+        "outcome": filters.get("outcome"),
+        "parsed": filters.get("parsed"),
         "template": where.template,
     }
     used = {name: value for name, value in values.items() if value is not None}
@@ -532,17 +533,10 @@ def drilldown_choices(
 
 
 def drilldown_total(
-    conn: duckdb.DuckDBPyConnection,
-    model: str,
-    task: str,
-    where: Slice,
-    *,
-    item_subset: str | None = None,
-    outcome: str | None = None,
-    parsed: bool | None = None,
+    conn: duckdb.DuckDBPyConnection, model: str, task: str, where: Slice, **filters: Unpack[JudgmentFilters]
 ) -> int:
     """How many judgments the filters keep."""
-    judged, params = _filtered(model, task, where, item_subset, outcome, parsed)
+    judged, params = _filtered(model, task, where, **filters)
     return int(scalar(conn, f"SELECT count(*) {judged}", params) or 0)
 
 
@@ -552,11 +546,9 @@ def drilldown_page(
     task: str,
     where: Slice,
     *,
-    item_subset: str | None = None,
-    outcome: str | None = None,
-    parsed: bool | None = None,
     limit: int = 25,
     offset: int = 0,
+    **filters: Unpack[JudgmentFilters],
 ) -> DrilldownPage:
     """One page of the judgments behind a metric, each with every prompt sent and reply received.
 
@@ -566,8 +558,8 @@ def drilldown_page(
     second (``bench/explorer_drilldown.py``).
     """
     limit, offset = max(1, min(int(limit), 500)), max(0, int(offset))
-    judged, params = _filtered(model, task, where, item_subset, outcome, parsed)
-    total = int(scalar(conn, f"SELECT count(*) {judged}", params) or 0)
+    judged, params = _filtered(model, task, where, **filters)
+    total = drilldown_total(conn, model, task, where, **filters)
     # past the middle, the page is read from the end (the top-N kept by the sort stays small)
     backwards = offset > total // 2
     wanted = max(0, min(limit, total - offset)) if backwards else limit
