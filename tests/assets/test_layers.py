@@ -81,3 +81,9 @@ def test_no_import_runs_up_the_layers() -> None:
             if RANK[_top(target)] > RANK[_top(source)]:
                 upward.append(f"{source}:{line} imports {target}")
     assert upward == []
+
+
+def test_the_top_level_holds_at_most_six_loose_modules() -> None:
+    """Wiring, settings and the shared contract only; every other concern is a package (docs/dev/code-map.md)."""
+    loose = sorted(path.stem for path in PACKAGE.glob("*.py"))
+    assert loose == ["__init__", "definitions", "errors", "exchange", "provenance", "settings"]
