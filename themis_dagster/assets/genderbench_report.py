@@ -3,9 +3,14 @@
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
+from dagster import MaterializeResult, MetadataValue
 
-from themis_dagster.assets.benchmark_reports import genderbench_marks
+from themis_dagster.assets.benchmark_reports import (
+    GENDERBENCH_PROBES,
+    GENDERBENCH_TASK,
+    genderbench_marks,
+    genderbench_metrics,
+)
 from themis_dagster.assets.factory import AssetResult, report_asset
 from themis_dagster.reports.genderbench_report import build_report, render_report
 from themis_dagster.resources import ThemisConfig, WarehouseResource
@@ -18,15 +23,13 @@ REPORT_FILE = "genderbench_report.html"
     deps=[genderbench_marks],
     kinds=["html"],
 )
-def genderbench_report(
-    context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource
-) -> AssetResult:
-    with warehouse.connect() as conn:
-        frame = conn.execute(
-            "SELECT model, task, subset, metric, value, ci_low, ci_high FROM metrics "
-            "WHERE task = ? OR task LIKE 'gb\\_%' ESCAPE '\\'",
-            ["genderbench"],
-        ).pl()
+def genderbench_report(themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
+    frame = genderbench_metrics(
+        warehouse,
+        "model, task, subset, metric, value, ci_low, ci_high",
+        f"task = ? OR {GENDERBENCH_PROBES}",
+        [GENDERBENCH_TASK],
+    )
     content = build_report(frame.to_dicts())
     html = render_report(content, datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
     target = Path(themis.reports_dir) / REPORT_FILE

@@ -1,5 +1,5 @@
-"""What several ``themis`` subcommands share: the Dagster home, model partitions, the plan's checks,
-the warehouse resource, the leaderboard's printout and the quick-exit flag."""
+"""What several ``themis`` subcommands share: the Dagster home, the tasks with data, the warehouse
+resource, the leaderboard's printout and the quick-exit flag."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from themis_dagster.registry.models import get_model, load_registry
 from themis_dagster.settings import PROJECT_ROOT, Settings
 
 if TYPE_CHECKING:
@@ -28,35 +27,6 @@ def ensure_dagster_home() -> Path:
     if shipped.is_file() and not target.exists():
         target.write_text(shipped.read_text())
     return home
-
-
-def register_models(instance: object, model_ids: Sequence[str]) -> list[str]:
-    """Add validated model ids as ``models`` partitions; returns the ones that were new."""
-    from dagster import DagsterInstance
-
-    from themis_dagster.partitions import MODELS_PARTITION
-    from themis_dagster.registry.model_id import validate_model_id
-
-    assert isinstance(instance, DagsterInstance)
-    for model_id in model_ids:
-        validate_model_id(model_id)
-    existing = set(instance.get_dynamic_partitions(MODELS_PARTITION))
-    new = [model_id for model_id in model_ids if model_id not in existing]
-    if new:
-        instance.add_dynamic_partitions(MODELS_PARTITION, new)
-    return new
-
-
-def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> None:
-    """Fail fast, before any engine starts: models file, model id, task names and parameters."""
-    from themis_dagster.tasks.loader import load_overrides, load_task
-
-    models = load_registry(settings.models_file, settings.discovered_models_file)
-    get_model(models, model_id)
-    overrides = load_overrides(settings.task_overrides_file)
-    for task in tasks:
-        if judge_model := load_task(task, overrides.get(task), models=models).judge_model:
-            get_model(models, judge_model)
 
 
 def tasks_with_data(settings: Settings, tasks: Sequence[str]) -> tuple[list[str], dict[str, str]]:

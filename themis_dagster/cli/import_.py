@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from themis_dagster.cli.common import QUIET_LOGS, ensure_dagster_home, register_models, warehouse_resource
+from themis_dagster.cli.common import QUIET_LOGS, ensure_dagster_home, warehouse_resource
 from themis_dagster.errors import ConfigError
 from themis_dagster.settings import Settings
 
@@ -85,7 +85,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from themis_dagster.definitions import build_definitions
     from themis_dagster.importers import ImportedReplies, ImportValidationError
     from themis_dagster.importers.store import ensure_model_registered, record_import, store_imported
-    from themis_dagster.partitions import evaluation_key
+    from themis_dagster.partitions import evaluation_key, register_models
     from themis_dagster.registry.model_id import InvalidModelIdError, validate_model_id
     from themis_dagster.tasks.loader import task_names
 

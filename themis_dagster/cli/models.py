@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from themis_dagster.cli.common import ensure_dagster_home, register_models
+from themis_dagster.cli.common import ensure_dagster_home
 from themis_dagster.registry.models import get_model, load_registry
 from themis_dagster.settings import Settings
 
@@ -30,6 +30,8 @@ def cmd_models(args: argparse.Namespace) -> int:
             print(f"{model_id}\t{weights.path}\t{weights.weights_sha256}")
     elif args.action == "register":
         from dagster import DagsterInstance
+
+        from themis_dagster.partitions import register_models
 
         ensure_dagster_home()
         ids = args.ids or list(models)

@@ -12,9 +12,7 @@ from themis_dagster.cli.common import (
     QUIET_LOGS,
     ensure_dagster_home,
     print_leaderboard,
-    register_models,
     tasks_with_data,
-    validate_plan,
 )
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
 from themis_dagster.settings import Settings
@@ -32,12 +30,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
     from themis_dagster.definitions import build_definitions
-    from themis_dagster.partitions import evaluation_key
+    from themis_dagster.partitions import evaluation_key, register_models
     from themis_dagster.resources.engine import shutdown_warm_engines
     from themis_dagster.runs.orphans import fail_dead_runs
     from themis_dagster.runs.owner import owner_tags
     from themis_dagster.runs.pools import ENGINE_POOL, engine_pool_in_use, ensure_engine_pool_limit
-    from themis_dagster.tasks.loader import task_names
+    from themis_dagster.tasks.loader import task_names, validate_plan
 
     settings = Settings.from_env()
     tasks = args.task or task_names()

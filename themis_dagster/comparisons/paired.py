@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from themis_dagster.comparisons.statistics import (
+    PairedEstimate,
     mcnemar_exact,
     mean_difference_ci,
     paired_bootstrap,
@@ -29,20 +30,15 @@ class ComparisonError(ValueError):
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """One row of the ``comparisons`` view before Holm's adjustment (which spans the whole battery)."""
+class Comparison(PairedEstimate):
+    """One row of the ``comparisons`` view before Holm's adjustment (which spans the whole battery): the
+    paired estimate of one metric, overall or in one subset (its fields first), then what it compared."""
 
     model: str
     baseline: str
     task: str
     subset: str | None
     metric: str
-    value: float | None
-    baseline_value: float | None
-    difference: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
     n_pairs: int
     test: str
     permutations: int | None = None
@@ -65,25 +61,28 @@ def _paired_values(
     return values[:, 0], values[:, 1]
 
 
+Measured = tuple[PairedEstimate, int, int | None]
+"""A measure's paired estimate, the pairs it rests on, and the permutations or resamples its test drew."""
+
+
 def _mean_measure(
     measure: Binary | Continuous, mine: list[Judgment], theirs: list[Judgment], task: LoadedTask
-) -> tuple[float | None, float | None, float | None, float | None, float | None, float | None, int, int | None]:
+) -> Measured | None:
     value = measure.outcome if isinstance(measure, Binary) else measure.score
     a, b = _paired_values(mine, theirs, value)
     if a.size == 0:
-        return None, None, None, None, None, None, 0, None
+        return None
     low, high = mean_difference_ci(
         a, b, n_resamples=task.params.bootstrap_resamples, confidence=task.params.confidence, seed=task.params.seed
     )
     binary = isinstance(measure, Binary)
     result = mcnemar_exact(a, b) if binary else sign_flip_permutation(a, b, seed=task.params.seed)
     mean_a, mean_b = float(a.mean()), float(b.mean())
-    return mean_a, mean_b, float((a - b).mean()), low, high, result.p_value, int(a.size), result.permutations
+    estimate = PairedEstimate(mean_a, mean_b, float((a - b).mean()), low, high, result.p_value)
+    return estimate, int(a.size), result.permutations
 
 
-def _ratio_measure(
-    measure: Ratio, mine: list[Judgment], theirs: list[Judgment], task: LoadedTask
-) -> tuple[float | None, float | None, float | None, float | None, float | None, float | None, int, int | None]:
+def _ratio_measure(measure: Ratio, mine: list[Judgment], theirs: list[Judgment], task: LoadedTask) -> Measured | None:
     units_a: dict[str, list[Judgment]] = defaultdict(list)
     units_b: dict[str, list[Judgment]] = defaultdict(list)
     for judgment in mine:
@@ -94,7 +93,7 @@ def _ratio_measure(
     prepared_a = [measure.prepare(units_a[unit]) for unit in common]
     prepared_b = [measure.prepare(units_b[unit]) for unit in common]
     if not common:
-        return None, None, None, None, None, None, 0, None
+        return None
     result = paired_bootstrap(
         prepared_a,
         prepared_b,
@@ -103,21 +102,11 @@ def _ratio_measure(
         confidence=task.params.confidence,
         seed=task.params.seed,
     )
-    return (
-        result.value,
-        result.baseline_value,
-        result.difference,
-        result.ci_low,
-        result.ci_high,
-        result.p_value,
-        len(common),
-        result.resamples,
-    )
+    return result, len(common), result.resamples
 
 
-def _measure(
-    measure: PairedMeasure, mine: list[Judgment], theirs: list[Judgment], task: LoadedTask
-) -> tuple[float | None, float | None, float | None, float | None, float | None, float | None, int, int | None]:
+def _measure(measure: PairedMeasure, mine: list[Judgment], theirs: list[Judgment], task: LoadedTask) -> Measured | None:
+    """The measure's paired estimate over the items both models have; None where they share none."""
     if isinstance(measure, Ratio):
         return _ratio_measure(measure, mine, theirs, task)
     return _mean_measure(measure, mine, theirs, task)
@@ -150,25 +139,26 @@ def compare_task(
             picked_a = mine if subset is None else [j for j in mine if j.subset == subset]
             ids = {j.item_id for j in picked_a}
             picked_b = [j for j in theirs if j.item_id in ids]
-            value, base, diff, low, high, p, n_pairs, perms = _measure(measure, picked_a, picked_b, task)
-            if n_pairs == 0:
+            measured = _measure(measure, picked_a, picked_b, task)
+            if measured is None:
                 continue
+            estimate, n_pairs, permutations = measured
             rows.append(
                 Comparison(
+                    estimate.value,
+                    estimate.baseline_value,
+                    estimate.difference,
+                    estimate.ci_low,
+                    estimate.ci_high,
+                    estimate.p_value,
                     model,
                     baseline,
                     task.name,
                     subset,
                     metric.name,
-                    value,
-                    base,
-                    diff,
-                    low,
-                    high,
-                    p,
                     n_pairs,
                     measure.test,
-                    perms,
+                    permutations,
                 )
             )
     return rows

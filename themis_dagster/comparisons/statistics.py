@@ -80,8 +80,8 @@ def sign_flip_permutation(
 
 
 @dataclass(frozen=True)
-class PairedBootstrap:
-    """The statistic on each model over the same items, their difference's percentile CI and bootstrap p-value."""
+class PairedEstimate:
+    """A statistic on a model and on its baseline over the same items, their difference with its CI, a p-value."""
 
     value: float | None
     baseline_value: float | None
@@ -89,6 +89,12 @@ class PairedBootstrap:
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
+
+
+@dataclass(frozen=True)
+class PairedBootstrap(PairedEstimate):
+    """The statistic on each model over the same items, their difference's percentile CI and bootstrap p-value."""
+
     resamples: int
 
 

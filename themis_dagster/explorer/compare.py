@@ -82,7 +82,7 @@ def render() -> None:
                 shown,
                 "comparisons",
                 column_config={
-                    "replies": st.column_config.LinkColumn("replies", display_text="replies ↗"),
+                    "replies": ui.replies_link(),
                     "p_value": st.column_config.NumberColumn("p", format="%.4f"),
                     "p_adjusted": st.column_config.NumberColumn("p (Holm)", format="%.4f"),
                 },

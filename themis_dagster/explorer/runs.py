@@ -75,13 +75,12 @@ def recent_materializations(instance: Any, asset: str = "bias_metrics", limit: i
 
 def launch(instance: Any, model: str, tasks: list[str]) -> str:
     """Validate, register the model partition and queue the backfill ``themis backfill`` queues; its id."""
-    from themis_dagster.cli.backfill import submit_backfill
-    from themis_dagster.cli.common import register_models, validate_plan
+    from themis_dagster.backfills import queue_evaluation
+    from themis_dagster.tasks.loader import validate_plan
 
     ui.valid_model_id(model)
     validate_plan(ui.settings(), model, tasks)
-    register_models(instance, [model])
-    return str(submit_backfill(instance, model, tasks, title=f"evaluate {model} on {len(tasks)} task(s) (explorer)"))
+    return queue_evaluation(instance, model, tasks, title=f"evaluate {model} on {len(tasks)} task(s) (explorer)")
 
 
 def progress(instance: Any, backfill_id: str) -> tuple[str, pd.DataFrame]:

@@ -155,6 +155,11 @@ def open_href(link: str) -> None:
         st.switch_page(PAGES[page][0], query_params=dict(parse_qsl(query)) or None)
 
 
+def replies_link(text: str = "replies ↗", **options: Any) -> Any:
+    """The ``replies`` column: each row's link to the judgments behind it in the drill-down, shown as ``text``."""
+    return st.column_config.LinkColumn("replies", display_text=text, **options)
+
+
 def linked_table(frame: pd.DataFrame, key: str, link_column: str = "replies", **options: Any) -> None:
     """A table whose rows each link somewhere (``link_column``, an :func:`href`): a click on any cell follows it."""
     event = st.dataframe(

@@ -6,7 +6,7 @@ model and all its variants); only the requests, the sampling settings and the re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from themis_dagster.engines.base import AnswerSink, Engine, EngineInfo, StreamingEngine
@@ -106,20 +106,24 @@ class MitigatedEngine:
     def generate(
         self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
     ) -> list[Response]:
-        if on_answered is None:
-            return self._replies(self.inner.generate(self._rewrite(requests), self._params(params)))
-        streaming = cast(StreamingEngine, self.inner)
-        answers = streaming.generate(self._rewrite(requests), self._params(params), on_answered=self._sink(on_answered))
-        return self._replies(answers)
+        return self._answered(cast(StreamingEngine, self.inner).generate, requests, params, on_answered)
 
     def chat(
         self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
     ) -> list[Response]:
-        if on_answered is None:
-            return self._replies(self.inner.chat(self._rewrite(requests), self._params(params)))
-        streaming = cast(StreamingEngine, self.inner)
-        answers = streaming.chat(self._rewrite(requests), self._params(params), on_answered=self._sink(on_answered))
-        return self._replies(answers)
+        return self._answered(cast(StreamingEngine, self.inner).chat, requests, params, on_answered)
+
+    def _answered(
+        self,
+        ask: Callable[..., list[Response]],
+        requests: Sequence[Request],
+        params: GenerationParams,
+        on_answered: AnswerSink | None,
+    ) -> list[Response]:
+        """Generation and chat alike: rewritten requests and params in, filtered replies out (streamed when asked)."""
+        if on_answered is None:  # an engine that does not stream takes no sink
+            return self._replies(ask(self._rewrite(requests), self._params(params)))
+        return self._replies(ask(self._rewrite(requests), self._params(params), on_answered=self._sink(on_answered)))
 
     def shutdown(self) -> None:
         """The inner engine is the parent's: whoever loaded it shuts it down."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from dagster import (
@@ -50,3 +51,17 @@ def model_and_task(context: AssetExecutionContext) -> EvaluationPartition:
         model, _, task = str(key).partition("|")
     evaluation_key(model, task)  # validates both
     return EvaluationPartition(model, task)
+
+
+def register_models(instance: object, model_ids: Sequence[str]) -> list[str]:
+    """Add validated model ids as ``models`` partitions; returns the ones that were new."""
+    from dagster import DagsterInstance
+
+    assert isinstance(instance, DagsterInstance)
+    for model_id in model_ids:
+        validate_model_id(model_id)
+    existing = set(instance.get_dynamic_partitions(MODELS_PARTITION))
+    new = [model_id for model_id in model_ids if model_id not in existing]
+    if new:
+        instance.add_dynamic_partitions(MODELS_PARTITION, new)
+    return new

@@ -14,16 +14,7 @@ import duckdb
 
 from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci
 from themis_dagster.reports.summary import drilldown_command
-
-
-def _optional_rows(conn: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object]) -> list[dict[str, Any]] | None:
-    """Rows of a view that may not exist yet (None then), as dicts."""
-    try:
-        cursor = conn.execute(sql, list(params))
-    except (duckdb.CatalogException, duckdb.BinderException):
-        return None
-    names = [column[0] for column in cursor.description or []]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+from themis_dagster.warehouse.reads import optional_rows
 
 
 @dataclass
@@ -43,7 +34,7 @@ def _p(value: object) -> str:
 
 
 def _comparison_rows(conn: duckdb.DuckDBPyConnection, model: str) -> list[dict[str, Any]] | None:
-    rows = _optional_rows(
+    rows = optional_rows(
         conn,
         "SELECT c.model, c.baseline, c.task, c.subset, c.metric, c.value, c.baseline_value, c.difference, c.ci_low, "
         "c.ci_high, c.p_value, c.p_adjusted, c.n_pairs, c.test FROM comparisons c WHERE c.model = ? "
@@ -52,7 +43,7 @@ def _comparison_rows(conn: duckdb.DuckDBPyConnection, model: str) -> list[dict[s
     )
     if rows is None:
         return None
-    gates = _optional_rows(
+    gates = optional_rows(
         conn,
         "SELECT baseline, task, subset, metric, margin, alpha, regressed FROM gate_verdicts WHERE model = ?",
         [model],
@@ -89,13 +80,13 @@ def _comparison_rows(conn: duckdb.DuckDBPyConnection, model: str) -> list[dict[s
 
 def _trend_rows(conn: duckdb.DuckDBPyConnection, model: str) -> tuple[str | None, list[dict[str, Any]] | None]:
     """The headline trend of the model's checkpoint family (its own family's rows, by step)."""
-    families = _optional_rows(conn, "SELECT DISTINCT family FROM checkpoint_trends WHERE model = ?", [model])
+    families = optional_rows(conn, "SELECT DISTINCT family FROM checkpoint_trends WHERE model = ?", [model])
     if families is None:
         return None, None
     if not families:
         return None, []
     family = str(families[0]["family"])
-    rows = _optional_rows(
+    rows = optional_rows(
         conn,
         "SELECT model, step, task, metric, value, ci_low, ci_high, change_vs_previous, p_adjusted_vs_previous, "
         "significant FROM checkpoint_trends WHERE family = ? AND subset IS NULL ORDER BY task, metric, step",

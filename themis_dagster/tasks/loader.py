@@ -6,7 +6,7 @@ import difflib
 import hashlib
 import importlib
 import inspect
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cache, partial
 from pathlib import Path
@@ -17,6 +17,8 @@ import yaml
 from pydantic import ValidationError
 
 from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.registry.models import get_model, load_registry
+from themis_dagster.settings import Settings
 from themis_dagster.tasks.declaration import read_declaration
 from themis_dagster.tasks.spec import (
     HOOKS,
@@ -156,17 +158,12 @@ def _are_marks(value: Any) -> bool:
     return isinstance(value, tuple | list) and all(isinstance(mark, MarkScale) for mark in value)
 
 
+_STAGES = ("load_items", "build_requests", "judge", "compute_metrics")
+"""The chain's stages: each hook is a function, row-at-a-time (``judge``) or column-at-a-time (``judge_frame``)."""
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "Params": (_is_params, "a TaskParams subclass"),
-    "load_items": (callable, "a function"),
-    "build_requests": (callable, "a function"),
-    "judge": (callable, "a function"),
-    "compute_metrics": (callable, "a function"),
+    **{hook: (callable, "a function") for stage in _STAGES for hook in (stage, f"{stage}_frame")},
     "ITEM_LOCAL": (lambda value: isinstance(value, bool), "True or False"),
-    "load_items_frame": (callable, "a function"),
-    "build_requests_frame": (callable, "a function"),
-    "judge_frame": (callable, "a function"),
-    "compute_metrics_frame": (callable, "a function"),
     "PAIRED_METRICS": (_is_paired_metrics, "a mapping of metric name to PairedMeasure (anything with .get(metric))"),
     "SECOND_OPINION": (lambda value: isinstance(value, SecondOpinion), "judge_model, requests and apply methods"),
     "RESEND": (lambda value: isinstance(value, Resend), "rounds and to_resend methods"),
@@ -265,6 +262,16 @@ def load_task(
         check_registered_models(name, params, models)
     templates = _load_templates(spec, path)
     return LoadedTask(spec, hooks, params, templates, path)
+
+
+def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> None:
+    """Fail fast, before any engine starts: models file, model id, task names and parameters."""
+    models = load_registry(settings.models_file, settings.discovered_models_file)
+    get_model(models, model_id)
+    overrides = load_overrides(settings.task_overrides_file)
+    for task in tasks:
+        if judge_model := load_task(task, overrides.get(task), models=models).judge_model:
+            get_model(models, judge_model)
 
 
 def tasks_with_local_data(

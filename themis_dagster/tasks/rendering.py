@@ -20,10 +20,14 @@ changes one rendered byte invalidates users' caches and changes metrics. The HTM
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 
 import jinja2
+
+from themis_dagster.exchange import Request
 
 
 @cache
@@ -57,3 +61,35 @@ def render(templates: dict[str, str], name: str, **values: Any) -> str:
 def template_sha256(text: str) -> str:
     """The digest each request records for the template it was rendered from."""
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TemplatedChat:
+    """Chat requests worded by a task's named templates, each recording its template's name and digest.
+
+    Several tasks and second opinions ask this way; one place builds the request they all record.
+    ``system``: a system message before each user message (none when empty); ``keep_prompt``: the
+    user message is recorded as the request's ``prompt`` too.
+    """
+
+    templates: Mapping[str, str]
+    gen_params: dict[str, Any]
+    system: str | None = None
+    keep_prompt: bool = False
+    digests: dict[str, str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digests", {name: template_sha256(text) for name, text in self.templates.items()})
+
+    def ask(self, content: str, template: str, *, request_id: str, item_id: str) -> Request:
+        """The request sending ``content``, rendered from ``template``."""
+        return Request.user_message(
+            content,
+            request_id=request_id,
+            item_id=item_id,
+            template=template,
+            template_sha256=self.digests[template],
+            gen_params=self.gen_params,
+            system=self.system,
+            prompt=content if self.keep_prompt else None,
+        )

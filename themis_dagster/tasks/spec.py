@@ -23,18 +23,35 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from themis_dagster.exchange import GenerationParams, RequestType
 
 # Task modules import the request and response types from here, next to the other task types.
 from themis_dagster.exchange import Request as Request
 from themis_dagster.exchange import Response as Response
+from themis_dagster.registry.model_id import validate_model_id
 
 if TYPE_CHECKING:
     import polars as pl
+
+
+ModelId = Annotated[str, AfterValidator(validate_model_id)]
+"""A model id a task parameter names (a judge, a generator), checked as a partition key when the parameters load."""
+
+Entries = TypeVar("Entries", bound=tuple[str, ...] | None)
+
+
+def distinct(values: Entries, message: str) -> Entries:
+    """``values`` (None passes) when no entry repeats, else ``ValueError(message)``, its ``{values}`` filled in.
+
+    The parameter validators of several tasks share it; each keeps its own wording.
+    """
+    if values is not None and len(set(values)) != len(values):
+        raise ValueError(message.format(values=list(values)))
+    return values
 
 
 class TaskParams(BaseModel):

@@ -1,6 +1,10 @@
-"""Read a declared table's rows with bound parameters: one (model, task) partition, or the rows of some keys."""
+"""Read a declared table's rows with bound parameters: one (model, task) partition, or the rows of some keys;
+and the rows of a query over a table or view that may not exist yet."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -34,3 +38,21 @@ def read_by_key(conn: duckdb.DuckDBPyConnection, table: str, key: str, values: l
         return conn.execute(query).pl()
     finally:
         conn.unregister("themis_keys")
+
+
+Params = Sequence[object] | Mapping[str, object]
+
+
+def bound(params: Params) -> list[object] | dict[str, object]:
+    """Positional (``?``) or named (``$name``) parameters as DuckDB takes them."""
+    return dict(params) if isinstance(params, Mapping) else list(params)
+
+
+def optional_rows(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = ()) -> list[dict[str, Any]] | None:
+    """Rows as dicts, or None when a table, view or column the query names is absent (not built yet)."""
+    try:
+        cursor = conn.execute(sql, bound(params))
+    except (duckdb.CatalogException, duckdb.BinderException):
+        return None
+    names = [column[0] for column in cursor.description or []]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -53,6 +53,16 @@ def usable_state(state: dict[str, Any] | None, paths: ServerPaths) -> dict[str, 
     return state if state.get("boot_id") == here["boot_id"] else None
 
 
+class _ModelFile:
+    """One of the files a model's server keeps: ``<state_dir>/<model_id><suffix>``, read as an attribute."""
+
+    def __init__(self, suffix: str) -> None:
+        self.suffix = suffix
+
+    def __get__(self, paths: ServerPaths, owner: type[ServerPaths] | None = None) -> Path:
+        return paths.state_dir / f"{paths.model_id}{self.suffix}"
+
+
 @dataclass(frozen=True)
 class ServerPaths:
     """The files that describe one model's server."""
@@ -60,28 +70,11 @@ class ServerPaths:
     state_dir: Path
     model_id: str
 
-    def _file(self, suffix: str) -> Path:
-        return self.state_dir / f"{self.model_id}{suffix}"
-
-    @property
-    def state(self) -> Path:
-        return self._file(".json")
-
-    @property
-    def lock(self) -> Path:
-        return self._file(".lock")
-
-    @property
-    def last_used(self) -> Path:
-        return self._file(".last_used")
-
-    @property
-    def log(self) -> Path:
-        return self._file(".log")
-
-    @property
-    def starts(self) -> Path:
-        return self._file(".starts")
+    state = _ModelFile(".json")
+    lock = _ModelFile(".lock")
+    last_used = _ModelFile(".last_used")
+    log = _ModelFile(".log")
+    starts = _ModelFile(".starts")
 
     @classmethod
     def of_state(cls, state_file: Path) -> ServerPaths:

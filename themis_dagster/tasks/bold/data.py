@@ -15,8 +15,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from themis_dagster.exchange import GenerationParams
-from themis_dagster.registry.model_id import validate_model_id
-from themis_dagster.tasks.spec import Item, TaskParams
+from themis_dagster.tasks.spec import Item, ModelId, TaskParams, distinct
 
 Domain = Literal["gender", "race", "profession", "political_ideology", "religious_ideology"]
 DOMAINS: tuple[Domain, ...] = ("gender", "race", "profession", "political_ideology", "religious_ideology")
@@ -38,7 +37,7 @@ class Params(TaskParams):
         default=None, ge=1, description="A seeded sample of at most this many prompts per group (None: all)."
     )
     generation: GenerationParams = HELM_GENERATION
-    judge_model: str | None = Field(
+    judge_model: ModelId | None = Field(
         default=None,
         description="Registered model that rates each continuation's regard and toxicity (None: those metrics "
         "are not computed and stay NULL).",
@@ -48,14 +47,7 @@ class Params(TaskParams):
     @field_validator("domains")
     @classmethod
     def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"domains must not repeat, got {list(value)}")
-        return value
-
-    @field_validator("judge_model")
-    @classmethod
-    def _judge_model_id(cls, value: str | None) -> str | None:
-        return None if value is None else validate_model_id(value)
+        return distinct(value, "domains must not repeat, got {values}")
 
 
 def read_domain(path: Path, domain: str) -> list[tuple[str, str, str]]:

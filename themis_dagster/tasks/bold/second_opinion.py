@@ -18,7 +18,7 @@ from typing import Any
 
 from themis_dagster.tasks.bold.data import Params
 from themis_dagster.tasks.bold.judge import MAX_CHARS
-from themis_dagster.tasks.rendering import render, template_sha256, template_text
+from themis_dagster.tasks.rendering import TemplatedChat, render
 from themis_dagster.tasks.spec import Judgment, Request, Response
 
 QUESTIONS = {"regard": "bold_regard", "toxicity": "bold_toxicity"}
@@ -53,6 +53,7 @@ class RegardToxicityJudge:
         gen_params = params.generation.model_copy(
             update={"temperature": 0.0, "max_tokens": params.judge_max_tokens}
         ).model_dump(mode="json")
+        chat = TemplatedChat(self.templates, gen_params)
         asks = []
         for judgment in judgments:
             if not judgment.parsed:
@@ -61,16 +62,7 @@ class RegardToxicityJudge:
                 text = render(
                     self.templates, name, prompt=judgment.detail["prompt"], continuation=judgment.detail["continuation"]
                 )
-                asks.append(
-                    Request.user_message(
-                        text,
-                        request_id=f"{judgment.item_id}:{kind}",
-                        item_id=judgment.item_id,
-                        template=name,
-                        template_sha256=template_sha256(template_text(self.templates, name)),
-                        gen_params=gen_params,
-                    )
-                )
+                asks.append(chat.ask(text, name, request_id=f"{judgment.item_id}:{kind}", item_id=judgment.item_id))
         return asks
 
     def apply(

@@ -21,7 +21,7 @@ from themis_dagster.tasks.crows_pairs.utils import load_items as load_pairs
 from themis_dagster.tasks.crows_pairs_mc import metrics
 from themis_dagster.tasks.crows_pairs_mc.parser import ParsedChoice, parse_choice
 from themis_dagster.tasks.crows_pairs_mc.rendering import Order, displayed_choices, render
-from themis_dagster.tasks.rendering import template_sha256
+from themis_dagster.tasks.rendering import TemplatedChat
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 TemplateName = Literal["kara", "tsap", "pap"]
@@ -87,26 +87,14 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
     missing = sorted({item.fields["template"] for item in items} - set(templates))
     if missing:
         raise ValueError(f"templates {missing} not in the templates file (has: {sorted(templates)})")
-    digests = {name: template_sha256(text) for name, text in templates.items()}
-    gen_params = params.generation.model_dump(mode="json")
+    chat = TemplatedChat(
+        templates, params.generation.model_dump(mode="json"), system=params.system_prompt, keep_prompt=True
+    )
     requests = []
     for item in items:
         name = item.fields["template"]
         text = render(templates[name], item.fields.get("prompt") or "", _choices(item))
-        messages = [{"role": "system", "content": params.system_prompt}] if params.system_prompt else []
-        messages.append({"role": "user", "content": text})
-        requests.append(
-            Request(
-                request_id=item.item_id,
-                item_id=item.item_id,
-                request_type="chat",
-                prompt=text,
-                messages=messages,
-                template=name,
-                template_sha256=digests[name],
-                gen_params=gen_params,
-            )
-        )
+        requests.append(chat.ask(text, name, request_id=item.item_id, item_id=item.item_id))
     return requests
 
 

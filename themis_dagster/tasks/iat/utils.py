@@ -31,8 +31,8 @@ from themis_dagster.tasks.iat.stimuli import (
     load_stimulus_sets,
 )
 from themis_dagster.tasks.measures import Binary, Continuous
-from themis_dagster.tasks.rendering import compile_template, template_sha256
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams
+from themis_dagster.tasks.rendering import TemplatedChat, compile_template
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams, distinct
 
 Category = Literal["race", "gender", "religion", "health", "age"]
 DatasetName = Literal[
@@ -73,9 +73,7 @@ class Params(TaskParams):
     @field_validator("variations", "categories", "datasets")
     @classmethod
     def _unique(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if value is not None and len(set(value)) != len(value):
-            raise ValueError("values must be unique")
-        return value
+        return distinct(value, "values must be unique")
 
 
 def _stable_int(text: str) -> int:
@@ -150,29 +148,17 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
         raise ValueError(
             f"no template for variation(s) {', '.join(missing)}; templates: {', '.join(sorted(templates))}"
         )
-    hashes = {name: template_sha256(text) for name, text in templates.items()}
     generation = params.generation
-    system: list[dict[str, str]] = []
+    system = None
     if params.prompt_style == "gpt4_scripts":
         generation = generation.model_copy(update={"temperature": GPT4_API_TEMPERATURE})
-        system = [{"role": "system", "content": GPT4_SYSTEM_MESSAGE}]
-    gen_params = generation.model_dump(mode="json")
+        system = GPT4_SYSTEM_MESSAGE
+    chat = TemplatedChat(templates, generation.model_dump(mode="json"), system=system, keep_prompt=True)
     requests = []
     for item in items:
         variation = str(item.fields["variation"])
         prompt = render_prompt(templates[variation], item.fields)
-        requests.append(
-            Request(
-                request_id=item.item_id,
-                item_id=item.item_id,
-                request_type="chat",
-                prompt=prompt,
-                messages=[*system, {"role": "user", "content": prompt}],
-                template=variation,
-                template_sha256=hashes[variation],
-                gen_params=gen_params,
-            )
-        )
+        requests.append(chat.ask(prompt, variation, request_id=item.item_id, item_id=item.item_id))
     return requests
 
 

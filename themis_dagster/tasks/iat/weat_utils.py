@@ -31,7 +31,7 @@ from themis_dagster.stats.weat import MAX_EXACT_PARTITIONS, weat, wefat
 from themis_dagster.tasks.iat.stimuli import MAIN_FILE, SYNONYM_FILE, load_stimulus_sets
 from themis_dagster.tasks.iat.utils import Category, DatasetName
 from themis_dagster.tasks.scoring import estimate_row
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams, distinct
 
 Representation = Literal["hidden_mean", "input"]
 ROLES = ("x", "y", "a", "b")  # default labels, stigma labels, positive words, negative words
@@ -55,9 +55,7 @@ class Params(TaskParams):
     @field_validator("representations", "categories", "datasets")
     @classmethod
     def _unique(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if value is not None and len(set(value)) != len(value):
-            raise ValueError("values must be unique")
-        return value
+        return distinct(value, "values must be unique")
 
 
 def load_items(files: dict[str, Path], params: Params) -> list[Item]:

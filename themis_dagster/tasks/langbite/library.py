@@ -26,6 +26,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from themis_dagster.errors import format_validation_error
 from themis_dagster.tasks.langbite.scenario import (
     Concern,
     EthicalRequirement,
@@ -33,7 +34,6 @@ from themis_dagster.tasks.langbite.scenario import (
     Language,
     ReflectionType,
     TestScenario,
-    format_errors,
 )
 
 Domain = Literal["workplace", "education", "healthcare"]
@@ -132,7 +132,7 @@ def read_library(path: Path, language: str, library: str) -> list[Template]:
         try:
             templates.append(Template.model_validate(raw))
         except ValidationError as error:
-            raise LibraryError(format_errors(error, origin)) from None
+            raise LibraryError(format_validation_error(error, origin)) from None
     duplicates = sorted(prompt_id for prompt_id, n in Counter(t.prompt_id for t in templates).items() if n > 1)
     if duplicates:
         raise LibraryError(f"{path.name}: prompt_id must be unique, repeated: {duplicates}")

@@ -16,6 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from themis_dagster.errors import format_validation_error
+
 Concern = Literal[
     "ageism", "lgtbiqphobia", "politics", "racism", "religion", "sexism", "xenophobia", "sexism_ambiguity"
 ]  # fmt: skip
@@ -134,21 +136,12 @@ class TestScenario(_Strict):
         return {requirement.concern: requirement.tolerance for requirement in self.requirements}
 
 
-def format_errors(error: ValidationError, origin: str) -> str:
-    """``origin: field.path: message`` lines, one per failed field."""
-    lines = []
-    for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(root)"
-        lines.append(f"{origin}: {where}: {item['msg']}")
-    return "\n".join(lines)
-
-
 def parse_scenario(raw: Any, origin: str = "scenario") -> TestScenario:
     """Validate an already-parsed scenario (dict); raises ScenarioError naming each bad field."""
     try:
         return TestScenario.model_validate(raw)
     except ValidationError as error:
-        raise ScenarioError(format_errors(error, origin)) from None
+        raise ScenarioError(format_validation_error(error, origin)) from None
 
 
 def load_scenario(path: Path) -> TestScenario:

@@ -39,14 +39,13 @@ Differences, on purpose:
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 import unicodedata
 from collections import defaultdict
 from typing import Any
 
 from themis_dagster.tasks.langbite import oracles
-from themis_dagster.tasks.rendering import compile_template
+from themis_dagster.tasks.rendering import TemplatedChat, compile_template
 from themis_dagster.tasks.spec import Judgment, Request, Response
 
 TEMPLATE = "langbite_llm_eval"
@@ -108,7 +107,7 @@ def render(template_text: str, prompt: str, expected: list[str], response: str) 
 
 def build_requests(judgments: list[Judgment], templates: dict[str, str], gen_params: dict[str, Any]) -> list[Request]:
     """One chat request to the judge per reply LangBiTe asks about (``templates``: question name -> text)."""
-    digests = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in templates.items()}
+    chat = TemplatedChat(templates, gen_params)
     requests = []
     for judgment in judgments:
         if not recheckable(judgment):
@@ -121,14 +120,7 @@ def build_requests(judgments: list[Judgment], templates: dict[str, str], gen_par
             row = instances[index] if index < len(instances) else {}
             content = render(templates[name], str(row.get("instance") or ""), expected, str(row.get("response") or ""))
             requests.append(
-                Request.user_message(
-                    content,
-                    request_id=judge_request_id(judgment.item_id, index),
-                    item_id=judgment.item_id,
-                    template=name,
-                    template_sha256=digests[name],
-                    gen_params=gen_params,
-                )
+                chat.ask(content, name, request_id=judge_request_id(judgment.item_id, index), item_id=judgment.item_id)
             )
     return requests
 

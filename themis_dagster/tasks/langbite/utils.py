@@ -34,7 +34,6 @@ from typing import Any
 import yaml
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.langbite import augmentation, oracles, second_opinion
 from themis_dagster.tasks.langbite.library import (
@@ -49,8 +48,18 @@ from themis_dagster.tasks.langbite.library import (
 from themis_dagster.tasks.langbite.scenario import TestScenario, load_scenario
 from themis_dagster.tasks.langbite.verdicts import evaluation_of, metric_rows, requirement_key
 from themis_dagster.tasks.measures import Ratio, mean_of, single
-from themis_dagster.tasks.rendering import compile_template
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams
+from themis_dagster.tasks.rendering import TemplatedChat, compile_template
+from themis_dagster.tasks.spec import (
+    Item,
+    Judgment,
+    MetricValue,
+    ModelId,
+    Request,
+    Response,
+    TaskInputs,
+    TaskParams,
+    distinct,
+)
 
 
 def scenario_path(value: str) -> Path:
@@ -87,7 +96,7 @@ class Params(TaskParams):
         "LangBiTe's code does: TestScenario.__select_prompts) or each requirement's whole selection "
         "('requirement', as LangBiTe's user guide words it).",
     )
-    judge_model: str | None = Field(
+    judge_model: ModelId | None = Field(
         default=None,
         description="Registered model id of the second-opinion judge (LangBiTe's evaluator LLM); checked "
         "against the model registry before any engine starts.",
@@ -114,14 +123,7 @@ class Params(TaskParams):
     @field_validator("domains")
     @classmethod
     def _unique_domains(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"domains must be unique, got {list(value)}")
-        return value
-
-    @field_validator("judge_model")
-    @classmethod
-    def _judge_model_id(cls, value: str | None) -> str | None:
-        return None if value is None else validate_model_id(value)
+        return distinct(value, "domains must be unique, got {values}")
 
     @field_validator("llm_judge")
     @classmethod
@@ -255,8 +257,7 @@ def request_id(item_id: str, index: int) -> str:
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
     """One chat request per instance, worded by the ``with_prefix`` or ``plain`` template (LangBiTe's wording)."""
     compiled = {name: compile_template(text) for name, text in templates.items()}
-    digests = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in templates.items()}
-    gen_params = params.generation_params()
+    chat = TemplatedChat(templates, params.generation_params())
     requests = []
     for item in items:
         name = "with_prefix" if item.fields.get("task_prefix") else "plain"
@@ -266,16 +267,7 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
                 instance=instance["instance"],
                 output_formatting=item.fields.get("output_formatting") or "",
             )
-            requests.append(
-                Request.user_message(
-                    content,
-                    request_id=request_id(item.item_id, index),
-                    item_id=item.item_id,
-                    template=name,
-                    template_sha256=digests[name],
-                    gen_params=gen_params,
-                )
-            )
+            requests.append(chat.ask(content, name, request_id=request_id(item.item_id, index), item_id=item.item_id))
     return requests
 
 
