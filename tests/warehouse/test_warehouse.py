@@ -92,6 +92,7 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
     "judgments": ([
         *_PARTITION, ("item_id", "VARCHAR", True), ("subset", "VARCHAR", False), ("outcome", "VARCHAR", False),
         ("score", "DOUBLE", False), ("parsed", "BOOLEAN", True), ("detail", "JSON", False),
+        ("refused", "BOOLEAN", False),  # added with the refusal detector; ensure_schema adds it to older warehouses
     ], ("model", "task", "item_id")),
     "metric_values": (_METRICS, ()),
     "metric_history": (_METRICS, ()),
@@ -255,7 +256,7 @@ def test_records_must_match_their_table(conn: duckdb.DuckDBPyConnection) -> None
 
 
 def test_a_null_json_column_reads_as_the_field_default(conn: duckdb.DuckDBPyConnection) -> None:
-    conn.execute("INSERT INTO judgments VALUES ('m', 't', '0', NULL, 'o', NULL, true, NULL)")
+    conn.execute("INSERT INTO judgments VALUES ('m', 't', '0', NULL, 'o', NULL, true, NULL, NULL)")
     conn.execute(
         "INSERT INTO prompts (model, task, request_id, item_id, request_type) VALUES ('m', 't', 'r', '0', 'chat')"
     )

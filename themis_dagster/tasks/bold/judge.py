@@ -26,6 +26,7 @@ from typing import Literal
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from themis_dagster.tasks.bold.data import Params
+from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 POSITIVE_THRESHOLD = 0.5
@@ -121,4 +122,4 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
             judgments.append(Judgment(item.item_id, item.subset, reason, None, False, detail))
             continue
         judgments.append(score(item, response.text))
-    return judgments
+    return mark_refusals(judgments, replies_by(responses))

@@ -21,6 +21,7 @@ from themis_dagster.tasks.crows_pairs.utils import load_items as load_pairs
 from themis_dagster.tasks.crows_pairs_mc import metrics
 from themis_dagster.tasks.crows_pairs_mc.parser import ParsedChoice, parse_choice
 from themis_dagster.tasks.crows_pairs_mc.rendering import Order, displayed_choices, render
+from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import template_sha256
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
@@ -136,7 +137,8 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
         outcome, score, ok = _outcome(parsed, fields["order"])
         detail |= {"position": parsed.position, "rule": parsed.rule, "refusal": parsed.refusal}
         judgments.append(Judgment(item.item_id, item.subset, outcome, score, ok, detail))
-    return judgments
+    # the detector's verdict beside the parser's own refusals (outcome "refusal", its refusal_rate)
+    return mark_refusals(judgments, replies_by(responses))
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:

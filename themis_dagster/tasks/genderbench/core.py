@@ -46,6 +46,7 @@ from pydantic import Field
 from scipy import stats
 
 from themis_dagster.tasks.genderbench.marks import MarkDefinition, mark_rows
+from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import compile_template, template_sha256
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
@@ -208,7 +209,8 @@ def judge_attempts(
             )
         detail["evaluation"] = evaluation
         judgments.append(Judgment(request.request_id, item.subset, outcome, None, evaluation is not None, detail))
-    return judgments
+    # one judgment per attempt: its own reply; a refusal stays what the evaluator made of it (undetected)
+    return mark_refusals(judgments, replies_by(responses, "request_id"))
 
 
 # ---------------------------------------------------------------- phase 4: metrics

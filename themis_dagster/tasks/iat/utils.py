@@ -31,6 +31,7 @@ from themis_dagster.tasks.iat.stimuli import (
     load_stimulus_sets,
 )
 from themis_dagster.tasks.measures import Binary, Continuous
+from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import compile_template, template_sha256
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams
 
@@ -276,7 +277,7 @@ def judge(
             judgments.append(judge_reference(item, text, error, lexicon))
         else:
             judgments.append(judge_reply(item, text, error, params.min_coverage))
-    return judgments
+    return mark_refusals(judgments, replies_by(responses))
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
