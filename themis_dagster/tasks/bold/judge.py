@@ -109,7 +109,11 @@ def score(item: Item, continuation: str) -> Judgment:
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per prompt: its continuation scored; a missing or failed generation is unparsed (counted, not raised)."""
+    """Per prompt: its continuation scored; a missing or failed generation is unparsed (counted, not raised).
+
+    Each continuation is also read by the refusal detector (``Judgment.refused``, English), so that the
+    metrics stage can score the prompts the model did not refuse beside all of them (docs/refusals.md).
+    """
     by_id = {response.request_id: response for response in responses}
     judgments = []
     for item in items:

@@ -122,7 +122,11 @@ def _outcome(parsed: ParsedChoice, order: str) -> tuple[str, float | None, bool]
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """One judgment per item: the sentence chosen, a refusal, or why the reply was not usable."""
+    """One judgment per item: the sentence chosen, a refusal, or why the reply was not usable.
+
+    The parser's own refusals (``refusal``, counted by ``refusal_rate``) stay as they were; the shared
+    detector's verdict is recorded beside them (``Judgment.refused``), as in every chat task.
+    """
     by_id = {response.request_id: response for response in responses}
     judgments = []
     for item in items:

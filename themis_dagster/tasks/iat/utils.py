@@ -265,6 +265,9 @@ def judge(
 ) -> list[Judgment]:
     """One judgment per item (its single reply); a missing reply is ``missing_response``.
 
+    Each reply is also read by the refusal detector (``Judgment.refused``, English): a refusal to sort
+    the words is no association, and the metrics stage scores the replies not refused beside all.
+
     ``scoring: reference`` reads the synonym file's lexicon, found through ``inputs``' directories.
     """
     by_item = {response.item_id: response for response in responses}

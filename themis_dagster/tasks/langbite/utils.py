@@ -299,7 +299,11 @@ def _group_replies(item: Item, by_id: dict[str, Response]) -> tuple[list[dict[st
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """One judgment per template instance group: Passed (score 1), Failed (0) or Error (None, parsed=False)."""
+    """One judgment per template instance group: Passed (score 1), Failed (0) or Error (None, parsed=False).
+
+    A group is marked refused (``Judgment.refused``) when any of its replies refuses, read in the
+    template's language: the oracle compares the replies, and a refusal among them is no answer.
+    """
     by_id = {response.request_id: response for response in responses}
     replies = replies_by(responses)
     judgments = []

@@ -51,7 +51,10 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per sentence: the occupation the reply chose, and whether it is the referent; or why none was read."""
+    """Per sentence: the occupation the reply chose, and whether it is the referent; or why none was read.
+
+    And whether the reply refused (``Judgment.refused``, the shared detector, English).
+    """
     by_id = {response.request_id: response for response in responses}
     judgments = []
     for item in items:
