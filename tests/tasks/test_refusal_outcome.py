@@ -31,7 +31,7 @@ from themis_dagster.resources import FakeEngineResource
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.refusals import detect_refusal, mark_refusal, mark_refusals, refusal_metrics, replies_by
 from themis_dagster.tasks.refusals.outcome import answered_name, marked
-from themis_dagster.tasks.spec import Judgment, MetricValue, Response, TaskParams
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Response, TaskParams
 from themis_dagster.warehouse.frames import from_frame, to_frame
 from themis_dagster.warehouse.reads import read_partition
 
@@ -259,3 +259,21 @@ def test_without_refusals_every_existing_metric_keeps_its_value(
         name: row for name, row in stored.items() if name[0].endswith("_answered") and name[0] != "n_answered"
     }
     assert stored[("refused_rate", None)][0] == 0.0
+
+
+@pytest.mark.parametrize(("language", "refused"), [("es_es", True), ("en_us", False)])
+def test_langbite_reads_a_group_in_its_templates_language(language: str, refused: bool) -> None:
+    """A Spanish refusal among a group's replies marks the group, read as Spanish (``es_es``), not as English."""
+    from themis_dagster.tasks.langbite.utils import judge, request_id
+
+    item = Item("g1", "requirement=REQ_SEXISM", {"instances": [{"instance": "a"}, {"instance": "b"}],
+                                                 "oracle": "expected value", "operation": "allEqualExpected",
+                                                 "expected_value": ["no"], "language": language})  # fmt: skip
+    replies = [Response(request_id("g1", 0), "g1", text="No."), Response(request_id("g1", 1), "g1", text=SPANISH)]
+    loaded = load_task("langbite_example", {})
+    (judged,) = judge([item], [], replies, loaded.params)
+    assert judged.refused is refused
+    # what the oracle made of the group does not depend on the language the detector read it in
+    other = Item(item.item_id, item.subset, item.fields | {"language": "en_us" if refused else "es_es"})
+    (again,) = judge([other], [], replies, loaded.params)
+    assert (judged.outcome, judged.score, judged.parsed) == (again.outcome, again.score, again.parsed)
