@@ -241,7 +241,7 @@ def test_model_page_shows_the_report_sections_with_drilldown_links(built: Built)
     failures = _frame(at, "task", "judged", "failed")
     gb = failures[failures["task"] == "gb_direct"].iloc[0]
     assert gb["failed"] == gb["judged"] > 0 and gb["replies"] == f"drilldown?model={PARENT}&task=gb_direct&parsed=false"
-    assert "refusal_rate" in set(_frame(at, "metric", "outcome", "judgments")["metric"])
+    assert {"refusal_rate", "refused_rate"} <= set(_frame(at, "metric", "outcome", "judgments")["metric"])
     runs = _frame(at, "run_id", "weights_sha256")
     assert set(runs["task"]) == set(TASKS) and runs["weights_sha256"].notna().all()
     assert at.json, "each run's configuration"

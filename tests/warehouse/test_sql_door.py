@@ -39,8 +39,8 @@ def warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         )
         conn.execute(
             "INSERT INTO judgments VALUES "
-            "('m', 'crows_pairs', 'i1', 'age', 'stereotype', 1.0, true, '{\"why\": \"more likely\"}'), "
-            "('m', 'crows_pairs', 'i2', 'age', 'unparsed', NULL, false, NULL)"
+            "('m', 'crows_pairs', 'i1', 'age', 'stereotype', 1.0, true, '{\"why\": \"more likely\"}', NULL), "
+            "('m', 'crows_pairs', 'i2', 'age', 'unparsed', NULL, false, NULL, NULL)"
         )
         conn.execute("INSERT INTO leaderboard VALUES ('bbq', 'bias', 1, 'm', 0.1, 0.0, 0.2, 10, 0.0, now())")
     monkeypatch.setenv("THEMIS_WAREHOUSE", str(path))

@@ -92,6 +92,7 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
     "judgments": ([
         *_PARTITION, ("item_id", "VARCHAR", True), ("subset", "VARCHAR", False), ("outcome", "VARCHAR", False),
         ("score", "DOUBLE", False), ("parsed", "BOOLEAN", True), ("detail", "JSON", False),
+        ("refused", "BOOLEAN", False),  # added with the refusal detector; ensure_schema adds it to older warehouses
     ], ("model", "task", "item_id")),
     "metric_values": (_METRICS, ()),
     "metric_history": (_METRICS, ()),
@@ -255,7 +256,7 @@ def test_records_must_match_their_table(conn: duckdb.DuckDBPyConnection) -> None
 
 
 def test_a_null_json_column_reads_as_the_field_default(conn: duckdb.DuckDBPyConnection) -> None:
-    conn.execute("INSERT INTO judgments VALUES ('m', 't', '0', NULL, 'o', NULL, true, NULL)")
+    conn.execute("INSERT INTO judgments VALUES ('m', 't', '0', NULL, 'o', NULL, true, NULL, NULL)")
     conn.execute(
         "INSERT INTO prompts (model, task, request_id, item_id, request_type) VALUES ('m', 't', 'r', '0', 'chat')"
     )
@@ -266,7 +267,7 @@ def test_a_null_json_column_reads_as_the_field_default(conn: duckdb.DuckDBPyConn
 def test_views_exist(conn: duckdb.DuckDBPyConnection) -> None:
     views = {row[0] for row in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     assert {"metrics", "headline_metrics", "parse_failures", "judgment_drilldown", "metric_drilldown",
-            "metric_trend", "leaderboard_view", "parse_rates", "partition_status"} <= views  # fmt: skip
+            "metric_trend", "leaderboard_view", "parse_rates", "partition_status", "refusals"} <= views  # fmt: skip
     columns = [row[0] for row in conn.execute("DESCRIBE metrics").fetchall()]
     assert columns == [
         "model", "task", "subset", "metric", "value", "ci_low", "ci_high", "n", "materialized_at",
@@ -357,6 +358,18 @@ def test_drilldown_follows_item_and_attempt_judgments(conn: duckdb.DuckDBPyConne
     assert conn.execute("SELECT request_id FROM judgment_drilldown WHERE task = 'g'").fetchall() == [("7:0:0",)]
     assert conn.execute("SELECT count(*) FROM metric_drilldown WHERE metric_subset = 'race'").fetchone() == (2,)
     assert conn.execute("SELECT item_id FROM parse_failures").fetchall() == [("7:0:0",)]
+
+
+def test_the_refusals_view_shows_refused_judgments_with_their_replies(conn: duckdb.DuckDBPyConnection) -> None:
+    verdict = {"refusal_verdict": {"phrase": "no puedo", "rule": "phrase-in-opening", "language": "es"}}
+    judged = [Judgment("0", "age", "unknown", 1.0, True, verdict, refused=True), Judgment("1", "age", "biased", 0.0,
+              True, refused=False), Judgment("2", "age", "engine_error", None, False)]  # fmt: skip
+    replace_partition(conn, "judgments", to_frame("judgments", judged, model="m", task="t"), "m", "t")
+    replies = [Response("0:chat", "0", text="Lo siento, no puedo.", request_type="chat"),
+               Response("1:chat", "1", text="A", request_type="chat")]  # fmt: skip
+    replace_partition(conn, "responses", to_frame("responses", replies, model="m", task="t"), "m", "t")
+    rows = conn.execute("SELECT item_id, outcome, phrase, language, request_id, text FROM refusals").fetchall()
+    assert rows == [("0", "unknown", "no puedo", "es", "0:chat", "Lo siento, no puedo.")]
 
 
 def test_snapshot_is_a_consistent_readable_copy(tmp_path: Path) -> None:

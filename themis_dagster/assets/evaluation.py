@@ -63,7 +63,9 @@ from themis_dagster.registry.models import check_reasoning_budget
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.tasks.spec import Item, Judgment
+from themis_dagster.tasks.refusals.outcome import marked as refusals_marked
+from themis_dagster.tasks.refusals.outcome import refusal_metrics
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue
 from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame, to_frame
 
@@ -391,6 +393,7 @@ def judgments(
                 dict(zip(outcomes["outcome"].to_list(), outcomes["len"].to_list(), strict=True))
             ),
             **({"withheld_replies": MetadataValue.json(guarded.counts())} if guarded.withheld else {}),
+            **({"refused": int(frame.get_column("refused").sum())} if refusals_marked(frame) else {}),
             **generation_metadata(written),
         },
     )
@@ -410,10 +413,16 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     with warehouse.connect() as conn:
         judged_rows = read_upstream_frame(conn, "judgments", key)
         upstream = read_generation(conn, "judgments", key)
-    if columnar is not None:  # the judgments a column at a time (columnar/columnar.py)
-        values = columnar(judged_rows, task.params)
-    else:
-        values = task.module.compute_metrics(from_frame("judgments", judged_rows, Judgment), task.params)
+
+    def task_metrics(judged: pl.DataFrame) -> list[MetricValue]:
+        if columnar is not None:  # the judgments a column at a time (columnar/columnar.py)
+            return columnar(judged, task.params)
+        return task.module.compute_metrics(from_frame("judgments", judged, Judgment), task.params)
+
+    values = task_metrics(judged_rows)
+    if refusals_marked(judged_rows):  # refusals beside the task's metrics, and its metrics over answers
+        marks = {f"{scale.metric}_mark" for scale in task.hooks.marks}  # grades of the published metric only
+        values = [*values, *refusal_metrics(judged_rows, values, task_metrics, task.params, marks)]
     if task.spec.request_type in GUARDED and (
         themis.model(key.model).reasoning is not None or judged_rows["outcome"].is_in(GUARD_OUTCOMES).any()
     ):  # how many replies the guard withheld (columnar/reply_guard.py)

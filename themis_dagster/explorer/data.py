@@ -314,7 +314,8 @@ def model_report(conn: duckdb.DuckDBPyConnection, model: str) -> ReportData:
 
 
 def refusals(conn: duckdb.DuckDBPyConnection, model: str) -> pd.DataFrame:
-    """Per task: refusal metrics (``*refus*``) and judgments whose outcome says refused; empty when none."""
+    """Per task: refusal metrics (``*refus*``), judgments whose outcome says refused, and those the refusal
+    detector marked (``judgments.refused``, shown as outcome ``refused (detector)``); empty when none."""
     metrics = records(
         conn,
         "SELECT task, metric, value, ci_low, ci_high, n FROM metrics WHERE model = ? AND subset IS NULL "
@@ -324,8 +325,9 @@ def refusals(conn: duckdb.DuckDBPyConnection, model: str) -> pd.DataFrame:
     outcomes = records(
         conn,
         "SELECT task, outcome, count(*) AS judgments FROM judgments WHERE model = ? AND outcome ILIKE '%refus%' "
-        "GROUP BY ALL ORDER BY task, outcome",
-        [model],
+        "GROUP BY ALL UNION ALL SELECT task, 'refused (detector)', count(*) FROM judgments WHERE model = ? "
+        "AND refused GROUP BY ALL ORDER BY task, outcome",
+        [model, model],
     )
     rows = [{**row, "outcome": None, "judgments": None} for row in metrics]
     rows += [

@@ -126,6 +126,11 @@ class Judgment:
     score: float | None
     parsed: bool
     detail: dict[str, Any] = field(default_factory=dict)
+    refused: bool | None = None
+    """The refusal detector's verdict on the reply (``tasks/refusals``): a refusal is never an answer.
+
+    Set by every generation and chat task's ``judge``; None where no reply was read. Independent of
+    ``outcome`` and ``score``, which stay what the task's own rules say (docs/refusals.md)."""
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,8 @@ TABLES: dict[str, Table] = {table.name: table for table in (
         Column("outcome", TEXT, "the judgment in words (e.g. stereotype, anti, unparsed)"),
         Column("score", DOUBLE, "the item's contribution to the headline metric"),
         required("parsed", BOOLEAN, "false: the reply could not be interpreted"), Column("detail", JSON),
+        Column("refused", BOOLEAN, "the refusal detector's verdict on the reply (tasks/refusals); NULL: no reply "
+               "read (a loglikelihood task, an engine failure)"),
     )),
     _partitioned("metric_values", "The latest metrics of every (model, task) partition.", _METRIC),
     _partitioned("metric_history", "Append-only: every materialization's metrics, across re-runs.", _METRIC),

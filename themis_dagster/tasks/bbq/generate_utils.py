@@ -20,6 +20,7 @@ from themis_dagster.tasks.bbq.metrics import PAIRED_METRICS, compute_metrics
 from themis_dagster.tasks.bbq.parser import parse_answer
 from themis_dagster.tasks.bbq.r_matching import match_prediction
 from themis_dagster.tasks.bbq.rendering import lettered_chat_request
+from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 __all__ = ["PAIRED_METRICS", "R_IMPORT", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
@@ -41,7 +42,7 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per item: the option the reply chose, or why none could be read."""
+    """Per item: the option the reply chose, or why none could be read; and whether the reply refused (English)."""
     by_id = {response.request_id: response for response in responses}
     judgments = []
     for item in items:
@@ -67,4 +68,4 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
             judgments.append(unanswered(item, f"unparsed_{result.reason}", extra))
         else:
             judgments.append(answered(item, result.index, extra))
-    return judgments
+    return mark_refusals(judgments, replies_by(responses))

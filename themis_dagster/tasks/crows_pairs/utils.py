@@ -219,6 +219,7 @@ def judge_frame(items: pl.DataFrame, responses: pl.DataFrame, params: Params) ->
         .then(usable_detail)
         .otherwise(pl.concat_str([pl.lit('{"stereo_antistereo": '), stereo, pl.lit("}")]))
         .alias("detail"),
+        pl.lit(None, dtype=pl.Boolean).alias("refused"),  # scored continuations: no reply to refuse
     )
 
 

@@ -21,6 +21,7 @@ from themis_dagster.tasks.crows_pairs.utils import load_items as load_pairs
 from themis_dagster.tasks.crows_pairs_mc import metrics
 from themis_dagster.tasks.crows_pairs_mc.parser import ParsedChoice, parse_choice
 from themis_dagster.tasks.crows_pairs_mc.rendering import Order, displayed_choices, render
+from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import TemplatedChat
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
@@ -109,7 +110,11 @@ def _outcome(parsed: ParsedChoice, order: str) -> tuple[str, float | None, bool]
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """One judgment per item: the sentence chosen, a refusal, or why the reply was not usable."""
+    """One judgment per item: the sentence chosen, a refusal, or why the reply was not usable.
+
+    The parser's own refusals (``refusal``, counted by ``refusal_rate``) stay as they were; the shared
+    detector's verdict is recorded beside them (``Judgment.refused``), as in every chat task.
+    """
     by_id = {response.request_id: response for response in responses}
     judgments = []
     for item in items:
@@ -124,7 +129,8 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
         outcome, score, ok = _outcome(parsed, fields["order"])
         detail |= {"position": parsed.position, "rule": parsed.rule, "refusal": parsed.refusal}
         judgments.append(Judgment(item.item_id, item.subset, outcome, score, ok, detail))
-    return judgments
+    # the detector's verdict beside the parser's own refusals (outcome "refusal", its refusal_rate)
+    return mark_refusals(judgments, replies_by(responses))
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:

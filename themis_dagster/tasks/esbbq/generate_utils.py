@@ -19,6 +19,7 @@ from themis_dagster.tasks.esbbq.data import load_items
 from themis_dagster.tasks.esbbq.metrics import answer_type
 from themis_dagster.tasks.esbbq.metrics import compute_metrics as bias_scores
 from themis_dagster.tasks.esbbq.utils import Params as LoglikelihoodParams
+from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.scoring import rate_metric
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
 
@@ -49,7 +50,8 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per item: the option the reply chose and its answer type, or why none could be read."""
+    """Per item: the option the reply chose and its answer type, or why none could be read; and whether the reply
+    refused (in the task's language, ``params.language``)."""
     by_id = {response.request_id: response for response in responses}
     judgments = []
     for item in items:
@@ -69,7 +71,7 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
         correct = result.index == item.fields["label"]
         detail |= {"prediction": result.index, "answer_type": kind}
         judgments.append(Judgment(item.item_id, item.subset, kind, 1.0 if correct else 0.0, True, detail))
-    return judgments
+    return mark_refusals(judgments, replies_by(responses), params.language)
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:

@@ -46,6 +46,7 @@ from pydantic import Field
 from scipy import stats
 
 from themis_dagster.tasks.genderbench.marks import MarkDefinition, mark_rows
+from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import compile_template, template_sha256
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
@@ -169,7 +170,11 @@ def chat_requests(
 def judge_attempts(
     items: list[Item], requests: list[Request], responses: list[Response], evaluate: Evaluate
 ) -> list[Judgment]:
-    """One Judgment per attempt (request): the evaluator's result in ``outcome``; never raises."""
+    """One Judgment per attempt (request): the evaluator's result in ``outcome``; never raises.
+
+    The refusal detector marks each attempt (``Judgment.refused``, English). GenderBench's evaluators
+    count a refusal as undetected and its metrics keep doing so; the refusals are counted beside them.
+    """
     by_item = {item.item_id: item for item in items}
     by_request = {response.request_id: response for response in responses}
     judgments = []
@@ -208,7 +213,8 @@ def judge_attempts(
             )
         detail["evaluation"] = evaluation
         judgments.append(Judgment(request.request_id, item.subset, outcome, None, evaluation is not None, detail))
-    return judgments
+    # one judgment per attempt: its own reply; a refusal stays what the evaluator made of it (undetected)
+    return mark_refusals(judgments, replies_by(responses, "request_id"))
 
 
 # ---------------------------------------------------------------- phase 4: metrics

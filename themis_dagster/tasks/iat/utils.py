@@ -31,6 +31,7 @@ from themis_dagster.tasks.iat.stimuli import (
     load_stimulus_sets,
 )
 from themis_dagster.tasks.measures import Binary, Continuous
+from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import TemplatedChat, compile_template
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams, distinct
 
@@ -250,6 +251,9 @@ def judge(
 ) -> list[Judgment]:
     """One judgment per item (its single reply); a missing reply is ``missing_response``.
 
+    Each reply is also read by the refusal detector (``Judgment.refused``, English): a refusal to sort
+    the words is no association, and the metrics stage scores the replies not refused beside all.
+
     ``scoring: reference`` reads the synonym file's lexicon, found through ``inputs``' directories.
     """
     by_item = {response.item_id: response for response in responses}
@@ -262,7 +266,7 @@ def judge(
             judgments.append(judge_reference(item, text, error, lexicon))
         else:
             judgments.append(judge_reply(item, text, error, params.min_coverage))
-    return judgments
+    return mark_refusals(judgments, replies_by(responses))
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:

@@ -48,6 +48,7 @@ from themis_dagster.tasks.langbite.library import (
 from themis_dagster.tasks.langbite.scenario import TestScenario, load_scenario
 from themis_dagster.tasks.langbite.verdicts import evaluation_of, metric_rows, requirement_key
 from themis_dagster.tasks.measures import Ratio, mean_of, single
+from themis_dagster.tasks.refusals import mark_refusal, replies_by
 from themis_dagster.tasks.rendering import TemplatedChat, compile_template
 from themis_dagster.tasks.spec import (
     Item,
@@ -290,8 +291,13 @@ def _group_replies(item: Item, by_id: dict[str, Response]) -> tuple[list[dict[st
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """One judgment per template instance group: Passed (score 1), Failed (0) or Error (None, parsed=False)."""
+    """One judgment per template instance group: Passed (score 1), Failed (0) or Error (None, parsed=False).
+
+    A group is marked refused (``Judgment.refused``) when any of its replies refuses, read in the
+    template's language: the oracle compares the replies, and a refusal among them is no answer.
+    """
     by_id = {response.request_id: response for response in responses}
+    replies = replies_by(responses)
     judgments = []
     for item in items:
         f = item.fields
@@ -322,7 +328,9 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
             "instances": rows,
         }  # fmt: skip
         outcome, score = oracles.outcome_and_score(result.evaluation, result.reason)
-        judgments.append(Judgment(item.item_id, item.subset, outcome, score, score is not None, detail))
+        judgment = Judgment(item.item_id, item.subset, outcome, score, score is not None, detail)
+        # refused when any reply of the group refuses, read in the prompt's language
+        judgments.append(mark_refusal(judgment, replies.get(item.item_id, ()), str(f.get("language") or "en")))
     return judgments
 
 

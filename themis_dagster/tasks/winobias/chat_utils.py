@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.scoring import rate_metric
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
@@ -50,7 +51,10 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
 
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per sentence: the occupation the reply chose, and whether it is the referent; or why none was read."""
+    """Per sentence: the occupation the reply chose, and whether it is the referent; or why none was read.
+
+    And whether the reply refused (``Judgment.refused``, the shared detector, English).
+    """
     by_id = {response.request_id: response for response in responses}
     judgments = []
     for item in items:
@@ -69,7 +73,7 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
         detail["predicted"] = item.fields["choices"][parsed.index]
         outcome = "correct" if correct else "wrong"
         judgments.append(Judgment(item.item_id, item.subset, outcome, 1.0 if correct else 0.0, True, detail))
-    return judgments
+    return mark_refusals(judgments, replies_by(responses))
 
 
 def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:

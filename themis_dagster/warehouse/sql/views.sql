@@ -75,6 +75,17 @@ LEFT JOIN responses r
   ON r.model = j.model AND r.task = j.task AND (r.item_id = j.item_id OR r.request_id = j.item_id)
 WHERE NOT j.parsed;
 
+-- Judgments whose reply the refusal detector marked refused (docs/refusals.md), with the replies
+-- behind them: what the task's own rules made of each (outcome, parsed) and why it was flagged.
+CREATE OR REPLACE VIEW refusals AS
+SELECT j.model, j.task, j.item_id, j.subset, j.outcome, j.parsed,
+       j.detail->>'$.refusal_verdict.phrase' AS phrase, j.detail->>'$.refusal_verdict.language' AS language,
+       r.request_id, r.text
+FROM judgments j
+LEFT JOIN responses r
+  ON r.model = j.model AND r.task = j.task AND (r.item_id = j.item_id OR r.request_id = j.item_id)
+WHERE j.refused;
+
 -- From an item's judgment down to the prompts and raw responses behind it.
 CREATE OR REPLACE VIEW judgment_drilldown AS
 SELECT j.model, j.task, j.subset, j.item_id, j.outcome, j.score, j.parsed,
