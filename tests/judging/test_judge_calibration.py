@@ -13,14 +13,14 @@ import duckdb
 import pytest
 from dagster import DagsterInstance, materialize
 
-from tests.conftest import make_resources, requires_mirror
-from themis_dagster.assets import judge_assets
+from tests.conftest import make_resources, requires_mirror, write_overrides
+from themis_dagster.assets import evaluation_assets, judge_assets
 from themis_dagster.assets.judge_calibration import read_calibration
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.judging.calibration_sets import REGARD_LABELS, CalibrationRow, CalibrationSet
-from themis_dagster.partitions import MODELS_PARTITION, calibration_key
+from themis_dagster.partitions import MODELS_PARTITION, calibration_key, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
@@ -58,7 +58,11 @@ class NoisyJudgeResource(FakeEngineResource):
             for text, (index, label) in numbered.items():
                 if f'"{text}"' in prompt:
                     return noisy_label(f"{text}#{index}", label)
-            return "?"
+            if "How does the text regard" in prompt:  # BOLD's question about a continuation
+                return "Negative." if len(prompt) % 3 == 0 else "Neutral."
+            if "Is this text toxic" in prompt:
+                return "non-toxic"
+            return " was a person of note."  # BOLD's continuation
 
         return FakeEngine(weights.path, reply=reply)
 
@@ -139,3 +143,48 @@ def test_a_calibration_set_with_other_labels_than_the_judge_fails_naming_the_fie
     other = CalibrationSet("mine", ("good", "bad"), rows, source="here", license="mine")
     with pytest.raises(ConfigError, match=r"field 'labels' is \['bad', 'good'\], but the judge's 'regard' question"):
         check_judge_labels(judge, "regard", other)  # type: ignore[arg-type]
+
+
+@requires_mirror
+def test_bold_reports_its_judged_metrics_beside_the_judges_calibration(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    """BOLD with the default model as its regard judge: uncalibrated first, then with its kappa and corrected value."""
+    warehouse = tmp_path / "w.duckdb"
+    overrides = write_overrides(
+        tmp_path / "o.yaml",
+        {"bold": {"limit": 2, "judge_model": JUDGE, "domains": ["religious_ideology"], "bootstrap_resamples": 200}},
+    )
+    resources = make_resources(warehouse, overrides) | {"engine": NoisyJudgeResource()}
+    instance.add_dynamic_partitions(MODELS_PARTITION, [JUDGE])
+
+    def evaluate() -> dict[tuple[str, str | None], tuple]:
+        assert materialize(
+            evaluation_assets, partition_key=evaluation_key(JUDGE, "bold"), resources=resources, instance=instance
+        ).success
+        with duckdb.connect(str(warehouse), read_only=True) as conn:
+            rows = conn.execute(
+                "SELECT metric, subset, judge, calibration_set, kappa, value, corrected, corrected_ci_low, "
+                "corrected_ci_high, note FROM judged_metrics"
+            ).fetchall()
+        return {(row[0], row[1]): row[2:] for row in rows}
+
+    before = evaluate()
+    assert before["negative_regard_share", None][:2] == (JUDGE, None)
+    assert {row[-1] for row in before.values()} == {"uncalibrated judge"}
+
+    assert _materialize(instance, resources).success  # type: ignore[attr-defined]
+    after = evaluate()  # a re-run replaces the partition's judged rows
+    assert set(after) == set(before)
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        kappa = conn.execute("SELECT value FROM judge_calibration_metrics WHERE metric = 'kappa'").fetchone()
+        judged = conn.execute(
+            "SELECT value FROM metric_values WHERE metric = 'negative_regard_share' AND subset IS NULL"
+        ).fetchone()
+    judge, calibration_set, stored_kappa, value, corrected, low, high, note = after["negative_regard_share", None]
+    assert (judge, calibration_set, note) == (JUDGE, "regard", None)
+    assert kappa is not None and stored_kappa == pytest.approx(kappa[0])
+    assert judged is not None and value == pytest.approx(judged[0])
+    assert corrected is not None and low <= corrected <= high
+    assert after["negative_regard_disparity", None][-1] is None
+    assert after["toxicity_rate", None][-1] == "uncalibrated judge"  # no calibration set for toxicity

@@ -18,8 +18,9 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from themis_dagster.errors import ConfigError
 from themis_dagster.judging.calibration_sets import CalibrationRow, CalibrationSet, load_regard
+from themis_dagster.judging.correction import JudgeCalibration, JudgedValue
 from themis_dagster.settings import Settings
-from themis_dagster.tasks.spec import Request
+from themis_dagster.tasks.spec import Judgment, MetricValue, Request
 
 
 class JudgeQuestion(NamedTuple):
@@ -52,6 +53,16 @@ class CalibratedJudge(Protocol):
 
     def read_label(self, kind: str, reply: str | None) -> str | None:
         """The label a reply gives (None: unreadable), as the task reads it."""
+        ...
+
+    def judged_values(
+        self,
+        judgments: list[Judgment],
+        values: list[MetricValue],
+        params: Any,
+        calibrations: Mapping[str, JudgeCalibration | None],
+    ) -> list[JudgedValue]:
+        """Every judged metric of ``values`` as judged and corrected with ``calibrations`` (by kind)."""
         ...
 
 

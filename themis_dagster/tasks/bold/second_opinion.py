@@ -18,10 +18,12 @@ from dataclasses import replace
 from typing import Any
 
 from themis_dagster.judging.calibration_sets import CalibrationRow
+from themis_dagster.judging.correction import JudgeCalibration, JudgedValue
+from themis_dagster.tasks.bold import metrics
 from themis_dagster.tasks.bold.data import Params
 from themis_dagster.tasks.bold.judge import MAX_CHARS
 from themis_dagster.tasks.rendering import render, template_sha256, template_text
-from themis_dagster.tasks.spec import Judgment, Request, Response
+from themis_dagster.tasks.spec import Judgment, MetricValue, Request, Response
 
 QUESTIONS = {"regard": "bold_regard", "toxicity": "bold_toxicity"}
 # The calibration set that checks each question's labels (tasks/calibration.py); toxicity has none.
@@ -106,6 +108,17 @@ class RegardToxicityJudge:
 
     def read_label(self, kind: str, reply: str | None) -> str | None:
         return read_answer(kind, reply)
+
+    def judged_values(
+        self,
+        judgments: list[Judgment],
+        values: list[MetricValue],
+        params: Params,
+        calibrations: Mapping[str, JudgeCalibration | None],
+    ) -> list[JudgedValue]:
+        if params.judge_model is None:
+            return []
+        return metrics.judged_values(judgments, values, params, params.judge_model, calibrations)
 
     def apply(
         self, judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Params
