@@ -188,3 +188,40 @@ def test_bold_reports_its_judged_metrics_beside_the_judges_calibration(
     assert corrected is not None and low <= corrected <= high
     assert after["negative_regard_disparity", None][-1] is None
     assert after["toxicity_rate", None][-1] == "uncalibrated judge"  # no calibration set for toxicity
+
+
+@pytest.mark.engine
+@requires_mirror
+def test_real_engine_default_model_as_regard_judge(tmp_path: Path, instance: DagsterInstance) -> None:
+    """The default model labels the 301 regard texts through the real engine; its kappa is stored, whatever it is."""
+    import time
+
+    from themis_dagster.resources import VLLMResource
+
+    warehouse = tmp_path / "w.duckdb"
+    resources = make_resources(warehouse) | {"engine": VLLMResource()}
+    instance.add_dynamic_partitions(MODELS_PARTITION, [JUDGE])
+    started = time.perf_counter()
+    result = _materialize(instance, resources)
+    elapsed = time.perf_counter() - started
+    assert result.success  # type: ignore[attr-defined]
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        labels = conn.execute("SELECT judge_label, count(*) FROM judge_calibration_labels GROUP BY ALL").fetchall()
+        kappa = conn.execute(
+            "SELECT value, ci_low, ci_high, n FROM judge_calibration_metrics WHERE metric = 'kappa'"
+        ).fetchone()
+    assert sum(count for _, count in labels) == 301
+    assert kappa is not None and kappa[3] > 0, "some answers are readable"
+    print(f"real-engine regard calibration: {elapsed:.0f} s, labels {dict(labels)}, kappa {kappa}")
+
+
+def test_themis_run_calibrates_the_judges_its_tasks_name(tmp_path: Path) -> None:
+    """make run's profile makes the default model BOLD's regard judge: themis run calibrates it on regard first."""
+    from themis_dagster.cli.common import judge_calibrations
+    from themis_dagster.settings import PROJECT_ROOT, Settings
+
+    profile = Settings(task_overrides_file=PROJECT_ROOT / "data" / "run_profiles" / "default.yaml")
+    assert judge_calibrations(profile, ["crows_pairs", "bold"]) == [(JUDGE, "regard")]
+    assert judge_calibrations(profile, ["crows_pairs"]) == []
+    no_judge = Settings(task_overrides_file=write_overrides(tmp_path / "o.yaml", {"bold": {"limit": 3}}))
+    assert judge_calibrations(no_judge, ["bold"]) == []
