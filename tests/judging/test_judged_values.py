@@ -155,3 +155,12 @@ def test_simulation_corrected_disparity_covers_the_truth() -> None:
     assert 0.88 <= covered / runs <= 1.0, covered / runs
     # the judge shrinks the gap: E[o_B - o_A] = (M^T (t_B - t_A))[0] = 0.3 * (0.8 - 0.25) = 0.165
     assert np.mean(judged_gaps) == pytest.approx(0.165, abs=0.02)
+
+
+def test_a_calibration_without_readable_answers_gives_a_reason() -> None:
+    """Every calibration answer unreadable (the fake engine's "1"): no rows to measure on, said so, no value."""
+    empty = JudgeCalibration(JUDGE, "regard", LABELS, (), (), None)
+    found = _values({"A": ["negative", "neutral"], "B": ["neutral", "neutral"]}, {"regard": empty})
+    value = found["negative_regard_share", None]
+    assert value.corrected is None and value.n_calibration == 0 and value.calibration_set == "regard"
+    assert value.note is not None and value.note.startswith("no calibration rows to measure the judge on")
