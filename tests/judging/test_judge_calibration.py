@@ -225,3 +225,17 @@ def test_themis_run_calibrates_the_judges_its_tasks_name(tmp_path: Path) -> None
     assert judge_calibrations(profile, ["crows_pairs"]) == []
     no_judge = Settings(task_overrides_file=write_overrides(tmp_path / "o.yaml", {"bold": {"limit": 3}}))
     assert judge_calibrations(no_judge, ["bold"]) == []
+
+
+def test_calibration_partition_keys(instance: DagsterInstance) -> None:
+    """``calibration_set|judge`` (dimensions sort by name), typed or as a plain string; unknown sets fail."""
+    from dagster import build_asset_context
+
+    from themis_dagster.partitions import judge_and_set
+
+    assert str(calibration_key(JUDGE, "regard")) == f"regard|{JUDGE}"
+    instance.add_dynamic_partitions(MODELS_PARTITION, [JUDGE])
+    context = build_asset_context(partition_key=f"regard|{JUDGE}", instance=instance)
+    assert judge_and_set(context) == (JUDGE, "regard")
+    with pytest.raises(ValueError, match="unknown calibration set 'toxicity'"):
+        calibration_key(JUDGE, "toxicity")
