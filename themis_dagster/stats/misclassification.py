@@ -344,8 +344,8 @@ def corrected_shares_by_group(
             observed[name] = np.bincount(codes, minlength=k) / codes.size
             n_items[name] = int(codes.size)
     if n_calibration == 0:
-        reason = "no calibration rows to measure the judge on (none stored, or none of its answers could be read)"
-        return GroupCorrection(declared, observed, {}, {}, n_items, 0, reason)
+        empty = "no calibration rows to measure the judge on (none stored, or none of its answers could be read)"
+        return GroupCorrection(declared, observed, {}, {}, n_items, 0, empty)
     cells = np.bincount(truth * k + said, minlength=k * k).reshape(k, k)
     row_counts = cells.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
