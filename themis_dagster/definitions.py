@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
-from themis_dagster.assets import augmentation_assets, comparison_assets, evaluation_assets, report_assets
+from themis_dagster.assets import (
+    augmentation_assets,
+    comparison_assets,
+    evaluation_assets,
+    judge_assets,
+    report_assets,
+)
 from themis_dagster.assets.comparisons import compare_models
-from themis_dagster.assets.jobs import evaluate_job, reports_job
+from themis_dagster.assets.jobs import calibrate_judge_job, evaluate_job, reports_job
 from themis_dagster.resources import ThemisConfig, WarehouseResource, engine_resource
 from themis_dagster.schedules import reevaluation_schedule
 from themis_dagster.sensors import CheckpointWatchConfig, checkpoint_sensor
@@ -48,8 +54,8 @@ def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, ob
 
 def build_definitions(settings: Settings | None = None, keep_warm: bool = False) -> Definitions:
     return Definitions(
-        assets=[*evaluation_assets, *report_assets, *comparison_assets, *augmentation_assets],
-        jobs=[evaluate_job, reports_job, compare_models],
+        assets=[*evaluation_assets, *report_assets, *comparison_assets, *augmentation_assets, *judge_assets],
+        jobs=[evaluate_job, reports_job, compare_models, calibrate_judge_job],
         sensors=[checkpoint_sensor, automation_sensor, dead_run_sensor],
         schedules=[reevaluation_schedule],
         resources=build_resources(settings or Settings.from_env(), keep_warm=keep_warm),

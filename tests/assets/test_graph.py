@@ -51,6 +51,7 @@ def test_asset_graph_snapshot() -> None:
         "comparisons": ["bias_metrics"],
         "leaderboard_page": ["leaderboard"],
         "langbite_augmented_templates": [],  # on demand: a generator model x a langbite task
+        "judge_calibration": [],  # a judge model x a calibration set; bias_metrics reads its rows when present
     }
     assert {s.name for s in defs.sensors or []} == {"checkpoint_sensor", "report_automation", "dead_run_sweeper"}
     assert {s.name for s in defs.schedules or []} == {"reevaluation_schedule"}
@@ -85,6 +86,7 @@ def test_asset_specs_snapshot() -> None:
         "comparisons": ("comparisons", ["duckdb"], True, False, True, []),
         "leaderboard_page": ("reports", ["html"], False, True, True, []),
         "langbite_augmented_templates": ("langbite", ["duckdb", "vllm"], True, False, True, ["engine"]),
+        "judge_calibration": ("judges", ["duckdb", "vllm"], True, False, True, ["engine"]),
     }
     checks = sorted((c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys)
     assert checks == [

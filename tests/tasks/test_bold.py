@@ -149,7 +149,8 @@ def test_regard_and_toxicity_are_not_computed_without_a_judge() -> None:
     assert judgment.detail["regard"] is None and judgment.detail["regard_status"] == NOT_COMPUTED
     assert judgment.detail["sentiment"] == "positive"
     found = by_key(task.module.compute_metrics([judgment], task.params))
-    for metric in ("negative_regard_share", "toxicity_rate"):
+    for metric in ("negative_regard_share", "positive_regard_share", "negative_regard_disparity",
+                   "positive_regard_disparity", "toxicity_rate"):  # fmt: skip
         assert found[metric, None] == MetricValue(None, metric, None, None, None, 0)
     assert task.second_opinion is not None and task.judge_model is None
 

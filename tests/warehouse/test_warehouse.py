@@ -151,6 +151,28 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("scenario", "VARCHAR", False), ("prompt", "VARCHAR", False), ("oracle_prediction", "VARCHAR", False),
         ("run_id", "VARCHAR", True), ("materialized_at", "TIMESTAMP", True),
     ], ()),
+    # Added with judge calibration (issue 28): a judge's labels of a calibration set, its agreement with the
+    # human labels, and every judged metric's judge, kappa and corrected value.
+    "judge_calibration_labels": ([
+        ("judge", "VARCHAR", True), ("calibration_set", "VARCHAR", True), ("item_id", "VARCHAR", True),
+        ("context", "VARCHAR", False), ("text", "VARCHAR", True), ("human_label", "VARCHAR", True),
+        ("judge_label", "VARCHAR", False), ("reply", "VARCHAR", False), ("error", "VARCHAR", False),
+        ("run_id", "VARCHAR", True), ("materialized_at", "TIMESTAMP", True),
+    ], ("judge", "calibration_set", "item_id")),
+    "judge_calibration_metrics": ([
+        ("judge", "VARCHAR", True), ("calibration_set", "VARCHAR", True), ("metric", "VARCHAR", True),
+        ("label", "VARCHAR", False), ("judge_label", "VARCHAR", False), ("value", "DOUBLE", False),
+        ("ci_low", "DOUBLE", False), ("ci_high", "DOUBLE", False), ("n", "INTEGER", True),
+        ("run_id", "VARCHAR", True), ("materialized_at", "TIMESTAMP", True),
+    ], ()),
+    "judged_metrics": ([
+        ("model", "VARCHAR", True), ("task", "VARCHAR", True), ("subset", "VARCHAR", False),
+        ("metric", "VARCHAR", True), ("judge", "VARCHAR", True), ("calibration_set", "VARCHAR", False),
+        ("kappa", "DOUBLE", False), ("kappa_ci_low", "DOUBLE", False), ("kappa_ci_high", "DOUBLE", False),
+        ("value", "DOUBLE", False), ("corrected", "DOUBLE", False), ("corrected_ci_low", "DOUBLE", False),
+        ("corrected_ci_high", "DOUBLE", False), ("n_calibration", "INTEGER", False), ("note", "VARCHAR", False),
+        ("run_id", "VARCHAR", True), ("materialized_at", "TIMESTAMP", True),
+    ], ()),
 }  # fmt: skip
 
 

@@ -11,9 +11,10 @@ the same request for the same model is never computed twice, across runs and par
 they are sent again.
 
 This is the one path from a request to any model: the evaluated model's (``raw_responses``), a
-second-opinion judge's (``judgments``) and a template generator's (``langbite_augmented_templates``)
-requests all go through ``Answerer`` (``answerer_for``), and each asset reports what it reused and
-sent with ``answering_metadata``. Only ``answer_frame``'s caller writes a stage table.
+second-opinion judge's (``judgments``, and the same judge's calibration: ``judge_calibration``) and a
+template generator's (``langbite_augmented_templates``) requests all go through ``Answerer``
+(``answerer_for``), and each asset reports what it reused and sent with ``answering_metadata``.
+Only ``answer_frame``'s caller writes a stage table.
 """
 
 from __future__ import annotations

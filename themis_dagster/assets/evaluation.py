@@ -10,7 +10,7 @@ per stage and never held while the engine works.
 import json
 import time
 import warnings
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 
 import polars as pl
@@ -29,6 +29,7 @@ from dagster import (
 from themis_dagster.assets import checks
 from themis_dagster.assets.answering import AnswerStats, answer_again, answerer_for, answering_metadata
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, evaluation_asset
+from themis_dagster.assets.judge_calibration import calibrations_for
 from themis_dagster.assets.langbite_augmentation import augmentation_inputs, langbite_augmented_templates
 from themis_dagster.assets.stage import (
     RECORD_CHUNK,
@@ -57,17 +58,20 @@ from themis_dagster.columnar.columnar import (
 )
 from themis_dagster.columnar.reply_guard import GUARD_OUTCOMES, GUARDED, guard_replies, relabel, withheld_rates
 from themis_dagster.exchange import GenerationParams, Request, Response
+from themis_dagster.judging.correction import JudgedValue
 from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
 from themis_dagster.registry.models import check_reasoning_budget
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.runs.pools import ENGINE_POOL
+from themis_dagster.tasks.calibration import CalibratedJudge
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.refusals.outcome import marked as refusals_marked
 from themis_dagster.tasks.refusals.outcome import refusal_metrics
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue
 from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame, to_frame
+from themis_dagster.warehouse.partitions import Write, partition_scope, replace_rows
 
 # LangBiTe's generated templates are data of a langbite task's items: task_dataset of model|task reads
 # the rows the task's generator (some model) wrote for that task, so it depends on every model's partition
@@ -400,7 +404,9 @@ def judgments(
 
 
 @evaluation_asset(
-    description="Bias metrics with bootstrap CIs, headline and per subset; also appended to metric_history.",
+    description="Bias metrics with bootstrap CIs, headline and per subset; also appended to metric_history. "
+    "A metric a judge model counted is also written to judged_metrics with its judge, the judge's kappa on "
+    "its calibration set and its value corrected for the judge's measured errors (or why there is none).",
     deps=[judgments],
     checks={
         "ci_contains_estimate": "CIs are ordered and contain their estimate.",
@@ -414,12 +420,18 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
         judged_rows = read_upstream_frame(conn, "judgments", key)
         upstream = read_generation(conn, "judgments", key)
 
-    def task_metrics(judged: pl.DataFrame) -> list[MetricValue]:
+    def task_metrics(rows: pl.DataFrame) -> list[MetricValue]:
         if columnar is not None:  # the judgments a column at a time (columnar/columnar.py)
-            return columnar(judged, task.params)
-        return task.module.compute_metrics(from_frame("judgments", judged, Judgment), task.params)
+            return columnar(rows, task.params)
+        return task.module.compute_metrics(from_frame("judgments", rows, Judgment), task.params)
 
     values = task_metrics(judged_rows)
+    judge = task.second_opinion
+    judged: list[JudgedValue] = []
+    if task.judge_model and isinstance(judge, CalibratedJudge):  # each judged metric beside its judge's agreement
+        records = from_frame("judgments", judged_rows, Judgment)
+        judged = judge.judged_values(records, values, task.params, calibrations_for(warehouse, task))
+        del records
     if refusals_marked(judged_rows):  # refusals beside the task's metrics, and its metrics over answers
         marks = {f"{scale.metric}_mark" for scale in task.hooks.marks}  # grades of the published metric only
         values = [*values, *refusal_metrics(judged_rows, values, task_metrics, task.params, marks)]
@@ -434,6 +446,12 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
             conn, "metric_values", key, values, run_id=context.run_id, upstream=upstream, materialized_at=now
         )
         append_rows(conn, "metric_history", frame)
+        judged_frame = rows_frame(
+            "judged_metrics",
+            [asdict(value) | {"model": key.model, "task": key.task, "run_id": context.run_id, "materialized_at": now}
+             for value in judged],
+        )  # fmt: skip
+        replace_rows(conn, [Write("judged_metrics", judged_frame, partition_scope(key.model, key.task))])
     headline = frame.filter(pl.col("subset").is_null()).select("metric", "value", "ci_low", "ci_high", "n")
     declared = [metric.name for metric in task.spec.metrics if metric.headline]
     return MaterializeResult(
@@ -443,6 +461,11 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
             ROW_COUNT: frame.height,
             "headline": preview(headline, rows=20),
             **generation_metadata(written),
+            **(
+                {"judged_metrics": preview(judged_frame.drop("model", "task", "run_id", "materialized_at"), rows=20)}
+                if judged
+                else {}
+            ),
             **{
                 f"metric/{row['metric']}": float(row["value"])
                 for row in headline.iter_rows(named=True)

@@ -29,6 +29,27 @@ def ensure_dagster_home() -> Path:
     return home
 
 
+def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[str, str]]:
+    """(judge model, calibration set) of every calibrated question a task's judge asks, in task order, once each.
+
+    A task whose parameters name a ``judge_model`` and whose judge declares calibration sets
+    (``tasks/calibration.py``: BOLD's regard question on ``regard``) contributes one pair per set.
+    """
+    from themis_dagster.tasks.calibration import CalibratedJudge
+    from themis_dagster.tasks.loader import load_overrides, load_task
+
+    overrides = load_overrides(settings.task_overrides_file)
+    pairs: list[tuple[str, str]] = []
+    for name in tasks:
+        task = load_task(name, overrides.get(name))
+        judge = task.second_opinion
+        if task.judge_model and isinstance(judge, CalibratedJudge):
+            for calibration_set in judge.calibration_sets.values():
+                if (task.judge_model, calibration_set) not in pairs:
+                    pairs.append((task.judge_model, calibration_set))
+    return pairs
+
+
 def tasks_with_data(settings: Settings, tasks: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """Split tasks into those whose benchmark files can be found (or fetched) and those that cannot."""
     from themis_dagster.tasks.loader import tasks_with_local_data

@@ -1,4 +1,4 @@
-"""``themis run``: evaluate a model on tasks in this process, one Dagster run per task."""
+"""``themis run``: evaluate a model on tasks in this process, one Dagster run per task (and per judge calibration)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import argparse
 import sys
 import time
 import uuid
+from typing import Any
 
 from themis_dagster.cli import common
 from themis_dagster.cli.common import (
     QUIET_LOGS,
     ensure_dagster_home,
+    judge_calibrations,
     print_leaderboard,
     tasks_with_data,
 )
@@ -23,6 +25,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--model", default=DEFAULT_MODEL_ID)
     run.add_argument("--task", action="append", help="a task name (repeatable); default: every task")
     run.add_argument("--skip-reports", action="store_true", help="do not rebuild the leaderboard and reports")
+    run.add_argument(
+        "--no-calibrate-judges",
+        dest="calibrate_judges",
+        action="store_false",
+        help="do not calibrate the tasks' judge models first (judge_calibration: make run's profile makes the "
+        "default model BOLD's regard judge, checked on the 301 regard texts); their judged metrics then say "
+        "'uncalibrated judge' unless a calibration is already stored",
+    )
     run.set_defaults(func=cmd_run)
 
 
@@ -30,7 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
     from themis_dagster.definitions import build_definitions
-    from themis_dagster.partitions import evaluation_key, register_models
+    from themis_dagster.partitions import calibration_key, evaluation_key, register_models
     from themis_dagster.resources.engine import shutdown_warm_engines
     from themis_dagster.runs.orphans import fail_dead_runs
     from themis_dagster.runs.owner import owner_tags
@@ -51,11 +61,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if ensure_engine_pool_limit(instance):
         print(f"[themis] the {ENGINE_POOL!r} pool had no limit on this instance: set to 1 engine at a time "
               f"(dagster instance concurrency set {ENGINE_POOL} N to change)", file=sys.stderr)  # fmt: skip
-    register_models(instance, [args.model])
+    calibrations = judge_calibrations(settings, tasks) if args.calibrate_judges else []
+    register_models(instance, list(dict.fromkeys([args.model, *(judge for judge, _ in calibrations)])))
     defs = build_definitions(settings, keep_warm=True)
     job = defs.resolve_job_def("evaluate")
     failed = []
     try:
+        # judges first: a task's bias_metrics reports its judged metrics beside the calibration it finds
+        for judge, calibration_set in calibrations:
+            failed += _calibrate(defs, instance, judge, calibration_set, calibration_key(judge, calibration_set))
         for task in tasks:
             started = time.perf_counter()
             run_id = str(uuid.uuid4())
@@ -96,3 +110,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"[themis] failed tasks: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _calibrate(defs: Any, instance: Any, judge: str, calibration_set: str, partition_key: Any) -> list[str]:
+    """Run ``calibrate_judge`` for one judge and set; print its kappa. Returns ``[what failed]`` or ``[]``."""
+    from themis_dagster.runs.owner import owner_tags
+
+    started = time.perf_counter()
+    run_id = str(uuid.uuid4())
+    result = defs.resolve_job_def("calibrate_judge").execute_in_process(
+        partition_key=partition_key,
+        instance=instance,
+        raise_on_error=False,
+        run_config=QUIET_LOGS,
+        run_id=run_id,
+        tags=owner_tags(run_id),
+    )
+    kappa = ""
+    for event in result.asset_materializations_for_node("judge_calibration"):
+        if "kappa" in event.metadata:
+            kappa = f", Cohen's kappa {event.metadata['kappa'].value:.3f}"
+    status = "ok" if result.success else "FAILED"
+    elapsed = time.perf_counter() - started
+    print(
+        f"[themis] judge {judge} on calibration set {calibration_set}: {status} in {elapsed:.1f} s{kappa}", flush=True
+    )
+    return [] if result.success else [f"judge_calibration {calibration_set}|{judge}"]

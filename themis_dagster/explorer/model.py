@@ -1,5 +1,8 @@
 """Model: one model's results by benchmark (as the HTML report), subsets, parse failures, refusals, reproducibility.
 
+A judged metric shows its judge, the judge's kappa on its calibration set and its corrected value
+(or "uncalibrated judge"), as in the report.
+
 Every value links to the drill-down of the judgments behind it (``?model=...``).
 """
 
@@ -12,7 +15,7 @@ import streamlit as st
 
 from themis_dagster.explorer import data, ui
 from themis_dagster.reports.data import ReportData
-from themis_dagster.reports.summary import family_sections, is_mark
+from themis_dagster.reports.summary import corrected_text, family_sections, is_mark, judge_text
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 
 LINK = ui.replies_link(width=80)
@@ -22,7 +25,7 @@ def summary_tables(report: ReportData) -> list[tuple[str, int, pd.DataFrame]]:
     """Per benchmark family (in the report's order): (family, biased count, table with drill-down links)."""
     ranks = {key: f"{rank.rank} of {rank.of}" for key, rank in report.ranks.items()}
     tables = []
-    for section in family_sections(report.headline, report.ideals, ranks):
+    for section in family_sections(report.headline, report.ideals, ranks, report.judged):
         rows: list[dict[str, Any]] = list(section["rows"])  # type: ignore[call-overload]
         frame = pd.DataFrame(
             {
@@ -35,6 +38,8 @@ def summary_tables(report: ReportData) -> list[tuple[str, int, pd.DataFrame]]:
                 "mark": [f"{r['mark']} ({r['mark_name']})" if r["mark"] else None for r in rows],
                 "rank": [r["rank"] for r in rows],
                 "n": [r["n"] for r in rows],
+                "judge": [r["judge"] for r in rows],  # judged metrics: the judge and its kappa, or "uncalibrated judge"
+                "corrected": [r["corrected"] for r in rows],  # corrected for the judge's errors, or why not
                 "replies": [ui.href("drilldown", model=report.model, task=r["task"], metric=r["metric"]) for r in rows],
             }
         )
@@ -44,6 +49,7 @@ def summary_tables(report: ReportData) -> list[tuple[str, int, pd.DataFrame]]:
 
 def subset_table(report: ReportData, task: str) -> pd.DataFrame:
     rows = [r for r in report.subsets if r.task == task and not is_mark(r.metric) and r.metric != DEPARTURE_METRIC]
+    judged = [report.judged.get((task, r.metric, r.subset)) for r in rows]
     return pd.DataFrame(
         {
             "metric": [r.metric for r in rows],
@@ -51,6 +57,8 @@ def subset_table(report: ReportData, task: str) -> pd.DataFrame:
             "value": [r.value for r in rows],
             "95% CI": [ui.fmt_ci(r.ci_low, r.ci_high) for r in rows],
             "n": [r.n for r in rows],
+            "judge": [judge_text(j) for j in judged],
+            "corrected": [corrected_text(j) for j in judged],
             "replies": [
                 ui.href("drilldown", model=report.model, task=task, metric=r.metric, subset=r.subset) for r in rows
             ],

@@ -1,4 +1,4 @@
-"""Partitions: a dynamic ``model`` dimension x a static ``task`` dimension."""
+"""Partitions: a dynamic ``model`` dimension x a static ``task`` dimension; a judge (a model) x a calibration set."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dagster import (
 )
 
 from themis_dagster.registry.model_id import validate_model_id
+from themis_dagster.tasks.calibration import calibration_set_names
 from themis_dagster.tasks.loader import task_names
 
 MODELS_PARTITION = "models"
@@ -65,3 +66,40 @@ def register_models(instance: object, model_ids: Sequence[str]) -> list[str]:
     if new:
         instance.add_dynamic_partitions(MODELS_PARTITION, new)
     return new
+
+
+# Judge calibration (assets/judge_calibration.py): a registered judge model x a calibration set.
+calibration_sets_partitions = StaticPartitionsDefinition(list(calibration_set_names()))
+judge_calibration_partitions = MultiPartitionsDefinition(
+    {"judge": models_partitions, "calibration_set": calibration_sets_partitions}
+)
+
+
+class CalibrationPartition(NamedTuple):
+    """One (judge, calibration set) partition, validated."""
+
+    judge: str
+    calibration_set: str
+
+    def __str__(self) -> str:
+        return f"{self.calibration_set}|{self.judge}"
+
+
+def calibration_key(judge: str, calibration_set: str) -> MultiPartitionKey:
+    """The partition key of one judge's calibration; dimensions sort by name: ``calibration_set|judge``."""
+    validate_model_id(judge)
+    if calibration_set not in calibration_set_names():
+        raise ValueError(f"unknown calibration set {calibration_set!r}; known: {', '.join(calibration_set_names())}")
+    return MultiPartitionKey({"judge": judge, "calibration_set": calibration_set})
+
+
+def judge_and_set(context: AssetExecutionContext) -> CalibrationPartition:
+    """(judge, calibration set) of the running partition, typed or as ``calibration_set|judge``."""
+    key = context.partition_key
+    if isinstance(key, MultiPartitionKey):
+        dims = key.keys_by_dimension
+        judge, calibration_set = dims["judge"], dims["calibration_set"]
+    else:
+        calibration_set, _, judge = str(key).partition("|")
+    calibration_key(judge, calibration_set)  # validates both
+    return CalibrationPartition(judge, calibration_set)

@@ -59,6 +59,31 @@ class RunRecord:
     config: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class JudgedRow:
+    """A judged metric's judge, the judge's kappa on its calibration set and its corrected value (``judged_metrics``).
+
+    ``corrected`` None: ``note`` says why ("uncalibrated judge", or a judge no better than chance).
+    """
+
+    task: str
+    subset: str | None
+    metric: str
+    judge: str
+    calibration_set: str | None
+    kappa: float | None
+    kappa_ci_low: float | None
+    kappa_ci_high: float | None
+    corrected: float | None
+    corrected_ci_low: float | None
+    corrected_ci_high: float | None
+    note: str | None
+    n_calibration: int | None = None
+
+
+JudgedKey = tuple[str, str, str | None]  # (task, metric, subset)
+
+
 @dataclass
 class ReportData:
     model: str
@@ -71,6 +96,7 @@ class ReportData:
     parse_failures: list[ParseFailures]
     runs: list[RunRecord]
     family: list[str]
+    judged: dict[JudgedKey, JudgedRow] = field(default_factory=dict)
 
 
 def _rows(conn: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
@@ -290,4 +316,25 @@ def load_report_data(
         parse_failures=_parse_failures(conn, model, failure_examples),
         runs=runs,
         family=members,
+        judged=judged_rows(conn, model),
     )
+
+
+def judged_rows(conn: duckdb.DuckDBPyConnection, model: str) -> dict[JudgedKey, JudgedRow]:
+    """The model's judged metrics by (task, metric, subset): judge, kappa, corrected value (none: older warehouse)."""
+    rows = _rows(
+        conn,
+        "SELECT task, subset, metric, judge, calibration_set, kappa, kappa_ci_low, kappa_ci_high, corrected, "
+        "corrected_ci_low, corrected_ci_high, note, n_calibration FROM judged_metrics WHERE model = ?",
+        [model],
+    )
+    found = {}
+    for row in rows:
+        numbers = {key: _float(row[key]) for key in ("kappa", "kappa_ci_low", "kappa_ci_high", "corrected",
+                                                      "corrected_ci_low", "corrected_ci_high")}  # fmt: skip
+        judged = JudgedRow(
+            row["task"], row["subset"], row["metric"], row["judge"], row["calibration_set"], note=row["note"],
+            n_calibration=row["n_calibration"], **numbers,
+        )  # fmt: skip
+        found[judged.task, judged.metric, judged.subset] = judged
+    return found

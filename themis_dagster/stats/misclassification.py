@@ -13,7 +13,7 @@ cannot be inverted reliably, yields no corrected value and a reason, never an ex
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -286,3 +286,85 @@ def corrected_share(
     low, high = _interval(replicates, value, confidence)
     dropped = int(n_resamples - replicates.size)
     return CorrectedShare(positive, value, low, high, p_obs, n_items, n_calibration, None, dropped)
+
+
+@dataclass(frozen=True)
+class GroupCorrection:
+    """Corrected shares of several groups of judged items, under one calibration of the judge.
+
+    ``point[g]`` and ``observed[g]`` are group g's corrected and judged shares of each label (in
+    ``labels`` order); ``replicates[g]`` holds its corrected shares in every usable bootstrap
+    replicate, row r of every group drawn with the same calibration resample, so a statistic across
+    groups (a disparity, max - min) can be bootstrapped replicate by replicate. ``point`` is empty
+    and ``reason`` says why when the judge's confusion matrix cannot be inverted.
+    """
+
+    labels: tuple[str, ...]
+    observed: dict[str, np.ndarray]
+    point: dict[str, np.ndarray]
+    replicates: dict[str, np.ndarray]
+    n_items: dict[str, int]
+    n_calibration: int
+    reason: str | None = None
+    resamples_dropped: int = 0
+
+
+def corrected_shares_by_group(
+    groups: Mapping[str, Sequence[str]],
+    calibration_human: Sequence[str],
+    calibration_judge: Sequence[str],
+    labels: Sequence[str],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> GroupCorrection:
+    """``corrected_prevalences`` for several groups at once, sharing each bootstrap replicate's calibration draw.
+
+    Each group's point value is ``invert_confusion`` of its judged shares and ``M = P(judge |
+    truth)`` from the calibration rows (the multi-class Rogan-Gladen; Forman 2008), refused as in
+    ``corrected_prevalences``. Why one call for all groups: every group is corrected with the same
+    measured M, so its sampling error is shared; a gap between groups must be bootstrapped with
+    one M draw per replicate for all of them, and the items of each group drawn independently
+    (a multinomial draw at the group's size, as resampling its items with replacement). A group
+    without items is left out.
+    """
+    declared = tuple(labels)
+    k = len(declared)
+    if k < 2 or len(set(declared)) != k:
+        raise ValueError(f"a label set needs at least two distinct labels, got {declared}")
+    _check_pairs(calibration_human, calibration_judge)
+    truth = label_codes(calibration_human, declared, "calibration human")
+    said = label_codes(calibration_judge, declared, "calibration judge")
+    n_calibration = int(truth.size)
+    observed: dict[str, np.ndarray] = {}
+    n_items: dict[str, int] = {}
+    for name, judged in groups.items():
+        codes = label_codes(judged, declared, f"judged item of {name!r}")
+        if codes.size:
+            observed[name] = np.bincount(codes, minlength=k) / codes.size
+            n_items[name] = int(codes.size)
+    if n_calibration == 0:
+        empty = "no calibration rows to measure the judge on (none stored, or none of its answers could be read)"
+        return GroupCorrection(declared, observed, {}, {}, n_items, 0, empty)
+    cells = np.bincount(truth * k + said, minlength=k * k).reshape(k, k)
+    row_counts = cells.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        conditional = cells / row_counts[:, None]
+    reason = _refusal(conditional, row_counts, declared)
+    if reason is not None:
+        return GroupCorrection(declared, observed, {}, {}, n_items, n_calibration, reason)
+    point = {name: invert_confusion(shares, conditional) for name, shares in observed.items()}
+    rng = np.random.default_rng(seed)
+    cell_draws = rng.multinomial(n_calibration, cells.ravel() / n_calibration, size=n_resamples).reshape(-1, k, k)
+    draw_rows = cell_draws.sum(axis=2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draw_conditional = cell_draws / draw_rows[..., None]
+    usable = np.array([_refusal(m, r, declared) is None for m, r in zip(draw_conditional, draw_rows, strict=True)])
+    replicates: dict[str, np.ndarray] = {}
+    for name, shares in observed.items():
+        item_draws = rng.multinomial(n_items[name], shares, size=n_resamples) / n_items[name]
+        replicates[name] = (
+            invert_confusion(item_draws[usable], draw_conditional[usable]) if usable.any() else np.empty((0, k))
+        )
+    dropped = int(n_resamples - usable.sum())
+    return GroupCorrection(declared, observed, point, replicates, n_items, n_calibration, None, dropped)

@@ -279,6 +279,64 @@ TABLES["langbite_augmented_templates"] = _partitioned(
 )  # fmt: skip
 
 
+# Judge calibration (assets/judge_calibration.py): a judge model's labels of a human-labelled calibration
+# set (judging/calibration_sets.py) and its agreement with them, replaced per (judge, calibration_set).
+_JUDGE = required("judge", TEXT, "the judge's registered model id")
+_CALIBRATION_SET = required("calibration_set", TEXT, "the calibration set's name (judging/calibration_sets.py)")
+TABLES["judge_calibration_labels"] = Table(
+    "judge_calibration_labels",
+    (
+        _JUDGE,
+        _CALIBRATION_SET,
+        required("item_id", TEXT, "where the row comes from (file and line, model and id)"),
+        Column("context", TEXT, "what the judged text answers (XSTest: the prompt)"),
+        required("text", TEXT),
+        required("human_label", TEXT),
+        Column("judge_label", TEXT, "NULL: the judge's answer could not be read"),
+        Column("reply", TEXT, "the judge's reply, its first 200 characters"),
+        Column("error", TEXT),
+        required("run_id", TEXT),
+        required("materialized_at", TIMESTAMP),
+    ),
+    ("judge", "calibration_set", "item_id"),
+    "A judge's label of every text of a calibration set, beside the human's.",
+)
+TABLES["judge_calibration_metrics"] = Table(
+    "judge_calibration_metrics",
+    (
+        _JUDGE,
+        _CALIBRATION_SET,
+        required("metric", TEXT, "accuracy | kappa | sensitivity | specificity | confusion | unreadable_share"),
+        Column(
+            "label", TEXT, "sensitivity / specificity: the class (one against the rest); confusion: the human label"
+        ),
+        Column("judge_label", TEXT, "confusion: the judge's label"),
+        Column("value", DOUBLE, "confusion: the count of rows"),
+        Column("ci_low", DOUBLE),
+        Column("ci_high", DOUBLE),
+        required("n", INTEGER, "calibration rows the value rests on (the judge's readable answers)"),
+        required("run_id", TEXT),
+        required("materialized_at", TIMESTAMP),
+    ),
+    comment="A judge's agreement with the human labels of a calibration set, with bootstrap CIs.",
+)
+# Judged metrics (a metric counting a class a judge model gave): its judge, the judge's kappa on its
+# calibration set and the value corrected for the judge's measured confusion matrix; replaced with the
+# partition's metric_values. corrected NULL: note says why (uncalibrated judge, a judge no better than chance).
+TABLES["judged_metrics"] = Table("judged_metrics", (
+    _MODEL, _TASK, Column("subset", TEXT, "NULL: the task's headline value"), required("metric", TEXT),
+    required("judge", TEXT), Column("calibration_set", TEXT, "NULL: the judge has no calibration for this label"),
+    Column("kappa", DOUBLE, "the judge's Cohen's kappa on the calibration set"),
+    Column("kappa_ci_low", DOUBLE), Column("kappa_ci_high", DOUBLE),
+    Column("value", DOUBLE, "the metric as judged (as in metric_values)"),
+    Column("corrected", DOUBLE, "the metric with the judge's errors corrected (confusion-matrix inversion)"),
+    Column("corrected_ci_low", DOUBLE, "bootstrap over the judged items and the calibration rows"),
+    Column("corrected_ci_high", DOUBLE), Column("n_calibration", INTEGER),
+    Column("note", TEXT, "why there is no corrected value (uncalibrated judge, no better than chance)"),
+    required("run_id", TEXT), required("materialized_at", TIMESTAMP),
+), comment="Every judged metric's judge, its kappa and its corrected value.")  # fmt: skip
+
+
 def declared(name: str) -> Table:
     """The declared table called ``name``; KeyError for anything else (names reach SQL only from here)."""
     if name not in TABLES:

@@ -13,15 +13,21 @@ continuation's value None (not counted) with the reply kept in ``detail``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from themis_dagster.judging.calibration_sets import CalibrationRow
+from themis_dagster.judging.correction import JudgeCalibration, JudgedValue
+from themis_dagster.tasks.bold import metrics
 from themis_dagster.tasks.bold.data import Params
 from themis_dagster.tasks.bold.judge import MAX_CHARS
 from themis_dagster.tasks.rendering import TemplatedChat, render
-from themis_dagster.tasks.spec import Judgment, Request, Response
+from themis_dagster.tasks.spec import Judgment, MetricValue, Request, Response
 
 QUESTIONS = {"regard": "bold_regard", "toxicity": "bold_toxicity"}
+# The calibration set that checks each question's labels (tasks/calibration.py); toxicity has none.
+CALIBRATION_SETS = {"regard": "regard"}
 ANSWERS = {"regard": ("positive", "negative", "neutral"), "toxicity": ("non-toxic", "toxic")}
 # The earliest answer word; at one position the longer word first ("non-toxic" before "toxic"),
 # one linear scan (a list of every match would be quadratic on a long hostile reply).
@@ -41,29 +47,72 @@ def read_answer(kind: str, text: str | None) -> str | None:
 
 
 class RegardToxicityJudge:
-    """The task's ``SecondOpinion``: ``judge_model`` rates regard and toxicity of each parsed continuation."""
+    """The task's ``SecondOpinion``: ``judge_model`` rates regard and toxicity of each parsed continuation.
+
+    Also a ``CalibratedJudge``: its regard question is checked on Sheng et al.'s regard annotations
+    (``CALIBRATION_SETS``); toxicity has no calibration set here, so its rate is reported as judged
+    by an "uncalibrated judge".
+    """
 
     def __init__(self, templates: dict[str, str]) -> None:
         self.templates = templates
+        self.calibration_sets: Mapping[str, str] = CALIBRATION_SETS
 
     def judge_model(self, params: Params) -> str | None:
         return params.judge_model
 
-    def requests(self, judgments: list[Judgment], params: Params) -> list[Request]:
+    def _ask(self, kind: str, prompt: str, continuation: str, request_id: str, item_id: str, params: Params) -> Request:
+        """Question ``kind`` about one text: the one way the judge is asked, in the task and in its calibration."""
+        name = QUESTIONS[kind]
         gen_params = params.generation.model_copy(
             update={"temperature": 0.0, "max_tokens": params.judge_max_tokens}
         ).model_dump(mode="json")
-        chat = TemplatedChat(self.templates, gen_params)
+        text = render(self.templates, name, prompt=prompt, continuation=continuation)
+        return TemplatedChat(self.templates, gen_params).ask(text, name, request_id=request_id, item_id=item_id)
+
+    def requests(self, judgments: list[Judgment], params: Params) -> list[Request]:
         asks = []
         for judgment in judgments:
             if not judgment.parsed:
                 continue
-            for kind, name in QUESTIONS.items():
-                text = render(
-                    self.templates, name, prompt=judgment.detail["prompt"], continuation=judgment.detail["continuation"]
+            for kind in QUESTIONS:
+                asks.append(
+                    self._ask(
+                        kind,
+                        judgment.detail["prompt"],
+                        judgment.detail["continuation"],
+                        f"{judgment.item_id}:{kind}",
+                        judgment.item_id,
+                        params,
+                    )
                 )
-                asks.append(chat.ask(text, name, request_id=f"{judgment.item_id}:{kind}", item_id=judgment.item_id))
         return asks
+
+    # --- calibration (tasks/calibration.py's CalibratedJudge) ---------------------------------------------
+
+    def labels(self, kind: str) -> tuple[str, ...]:
+        return ANSWERS[kind]
+
+    def calibration_requests(self, kind: str, rows: Sequence[CalibrationRow], params: Params) -> list[Request]:
+        """The task's question about each calibration text: a regard annotation is a whole sentence
+        (``XYZ was described as ...``), asked as an empty sentence beginning and that continuation."""
+        return [
+            self._ask(kind, row.context or "", row.text, f"{row.item_id}:{kind}", row.item_id, params) for row in rows
+        ]
+
+    def read_label(self, kind: str, reply: str | None) -> str | None:
+        return read_answer(kind, reply)
+
+    def judged_values(
+        self,
+        judgments: list[Judgment],
+        values: list[MetricValue],
+        params: Params,
+        calibrations: Mapping[str, JudgeCalibration | None],
+    ) -> list[JudgedValue]:
+        if params.judge_model is None:
+            return []
+        return metrics.judged_values(judgments, values, params, params.judge_model, calibrations)
 
     def apply(
         self, judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Params
