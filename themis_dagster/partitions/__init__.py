@@ -32,6 +32,19 @@ def evaluation_key(model: str, task: str) -> MultiPartitionKey:
     return MultiPartitionKey({"model": model, "task": task})
 
 
+def _two_dimensions(context: AssetExecutionContext, first: str, second: str) -> tuple[str, str]:
+    """The running partition's values of two dimensions named in sorted order.
+
+    Why: a key arrives typed or as its string ``first|second`` (Dagster joins dimensions sorted by name).
+    """
+    key = context.partition_key
+    if isinstance(key, MultiPartitionKey):
+        dims = key.keys_by_dimension
+        return dims[first], dims[second]
+    head, _, tail = str(key).partition("|")
+    return head, tail
+
+
 class EvaluationPartition(NamedTuple):
     """One (model, task) partition, validated; the rows of every stage table it owns share it."""
 
@@ -44,12 +57,7 @@ class EvaluationPartition(NamedTuple):
 
 def model_and_task(context: AssetExecutionContext) -> EvaluationPartition:
     """(model, task) of the running partition, whether the key arrives typed or as ``model|task``."""
-    key = context.partition_key
-    if isinstance(key, MultiPartitionKey):
-        dims = key.keys_by_dimension
-        model, task = dims["model"], dims["task"]
-    else:
-        model, _, task = str(key).partition("|")
+    model, task = _two_dimensions(context, "model", "task")
     evaluation_key(model, task)  # validates both
     return EvaluationPartition(model, task)
 
@@ -95,11 +103,6 @@ def calibration_key(judge: str, calibration_set: str) -> MultiPartitionKey:
 
 def judge_and_set(context: AssetExecutionContext) -> CalibrationPartition:
     """(judge, calibration set) of the running partition, typed or as ``calibration_set|judge``."""
-    key = context.partition_key
-    if isinstance(key, MultiPartitionKey):
-        dims = key.keys_by_dimension
-        judge, calibration_set = dims["judge"], dims["calibration_set"]
-    else:
-        calibration_set, _, judge = str(key).partition("|")
+    calibration_set, judge = _two_dimensions(context, "calibration_set", "judge")
     calibration_key(judge, calibration_set)  # validates both
     return CalibrationPartition(judge, calibration_set)
