@@ -127,6 +127,49 @@ def _check_pairs(human: Sequence[str], judge: Sequence[str]) -> None:
         raise ValueError(f"{len(human)} human labels but {len(judge)} judge labels: they must pair row by row")
 
 
+def _checked_labels(
+    labels: Sequence[str], calibration_human: Sequence[str], calibration_judge: Sequence[str]
+) -> tuple[str, ...]:
+    """The declared label set, checked with the calibration pairs: every full-label-set correction starts here."""
+    declared = tuple(labels)
+    if len(declared) < 2 or len(set(declared)) != len(declared):
+        raise ValueError(f"a label set needs at least two distinct labels, got {declared}")
+    _check_pairs(calibration_human, calibration_judge)
+    return declared
+
+
+def _calibration_matrix(
+    truth: np.ndarray, said: np.ndarray, labels: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """Calibration cell counts, ``M = P(judge | truth)`` and why M cannot be inverted (None when it can).
+
+    Shared so that every correction measures and refuses the judge's matrix the same way.
+    """
+    k = len(labels)
+    cells = np.bincount(truth * k + said, minlength=k * k).reshape(k, k)
+    row_counts = cells.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        conditional = cells / row_counts[:, None]
+    return cells, conditional, _refusal(conditional, row_counts, labels)
+
+
+def _resampled_matrices(
+    rng: np.random.Generator, cells: np.ndarray, n_resamples: int, labels: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bootstrap replicates of M (the calibration rows drawn as one multinomial) and which of them are usable.
+
+    Why one helper: the corrections must draw the calibration rows identically for the same seed.
+    """
+    k = len(labels)
+    n_calibration = int(cells.sum())
+    cell_draws = rng.multinomial(n_calibration, cells.ravel() / n_calibration, size=n_resamples).reshape(-1, k, k)
+    draw_rows = cell_draws.sum(axis=2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draw_conditional = cell_draws / draw_rows[..., None]
+    usable = np.array([_refusal(m, r, labels) is None for m, r in zip(draw_conditional, draw_rows, strict=True)])
+    return draw_conditional, usable
+
+
 def _interval(replicates: np.ndarray, value: float, confidence: float) -> tuple[float | None, float | None]:
     """Percentile interval of the defined replicates, widened to hold the point value (as bootstrap_estimate)."""
     if replicates.size == 0:
@@ -180,11 +223,8 @@ def corrected_prevalences(
     the counts directly (the same distribution, without materialising rows). Replicates whose
     calibration rows are refused as above are left out and counted in ``resamples_dropped``.
     """
-    declared = tuple(labels)
+    declared = _checked_labels(labels, calibration_human, calibration_judge)
     k = len(declared)
-    if k < 2 or len(set(declared)) != k:
-        raise ValueError(f"a label set needs at least two distinct labels, got {declared}")
-    _check_pairs(calibration_human, calibration_judge)
     items = label_codes(judged, declared, "judged item")
     truth = label_codes(calibration_human, declared, "calibration human")
     said = label_codes(calibration_judge, declared, "calibration judge")
@@ -193,22 +233,14 @@ def corrected_prevalences(
         return _no_value(declared, None, 0, n_calibration, "no judged items")
     item_counts = np.bincount(items, minlength=k)
     observed = item_counts / n_items
-    cells = np.bincount(truth * k + said, minlength=k * k).reshape(k, k)
-    row_counts = cells.sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        conditional = cells / row_counts[:, None]
-    reason = _refusal(conditional, row_counts, declared)
+    cells, conditional, reason = _calibration_matrix(truth, said, declared)
     if reason is not None:
         return _no_value(declared, observed, n_items, n_calibration, reason)
     point = invert_confusion(observed, conditional)
 
     rng = np.random.default_rng(seed)
     item_draws = rng.multinomial(n_items, observed, size=n_resamples) / n_items
-    cell_draws = rng.multinomial(n_calibration, cells.ravel() / n_calibration, size=n_resamples).reshape(-1, k, k)
-    draw_rows = cell_draws.sum(axis=2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        draw_conditional = cell_draws / draw_rows[..., None]
-    usable = np.array([_refusal(m, r, declared) is None for m, r in zip(draw_conditional, draw_rows, strict=True)])
+    draw_conditional, usable = _resampled_matrices(rng, cells, n_resamples, declared)
     replicates = invert_confusion(item_draws[usable], draw_conditional[usable]) if usable.any() else np.empty((0, k))
     dropped = int(n_resamples - usable.sum())
     shares = []
@@ -328,11 +360,8 @@ def corrected_shares_by_group(
     (a multinomial draw at the group's size, as resampling its items with replacement). A group
     without items is left out.
     """
-    declared = tuple(labels)
+    declared = _checked_labels(labels, calibration_human, calibration_judge)
     k = len(declared)
-    if k < 2 or len(set(declared)) != k:
-        raise ValueError(f"a label set needs at least two distinct labels, got {declared}")
-    _check_pairs(calibration_human, calibration_judge)
     truth = label_codes(calibration_human, declared, "calibration human")
     said = label_codes(calibration_judge, declared, "calibration judge")
     n_calibration = int(truth.size)
@@ -346,20 +375,12 @@ def corrected_shares_by_group(
     if n_calibration == 0:
         empty = "no calibration rows to measure the judge on (none stored, or none of its answers could be read)"
         return GroupCorrection(declared, observed, {}, {}, n_items, 0, empty)
-    cells = np.bincount(truth * k + said, minlength=k * k).reshape(k, k)
-    row_counts = cells.sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        conditional = cells / row_counts[:, None]
-    reason = _refusal(conditional, row_counts, declared)
+    cells, conditional, reason = _calibration_matrix(truth, said, declared)
     if reason is not None:
         return GroupCorrection(declared, observed, {}, {}, n_items, n_calibration, reason)
     point = {name: invert_confusion(shares, conditional) for name, shares in observed.items()}
     rng = np.random.default_rng(seed)
-    cell_draws = rng.multinomial(n_calibration, cells.ravel() / n_calibration, size=n_resamples).reshape(-1, k, k)
-    draw_rows = cell_draws.sum(axis=2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        draw_conditional = cell_draws / draw_rows[..., None]
-    usable = np.array([_refusal(m, r, declared) is None for m, r in zip(draw_conditional, draw_rows, strict=True)])
+    draw_conditional, usable = _resampled_matrices(rng, cells, n_resamples, declared)
     replicates: dict[str, np.ndarray] = {}
     for name, shares in observed.items():
         item_draws = rng.multinomial(n_items[name], shares, size=n_resamples) / n_items[name]
