@@ -42,6 +42,7 @@ from themis_dagster.tasks.calibration import (
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.warehouse.frames import rows_frame
 from themis_dagster.warehouse.partitions import Write, replace_rows
+from themis_dagster.warehouse.reads import table_exists
 from themis_dagster.warehouse.schema import ensure_schema
 
 JUDGES_GROUP = "judges"
@@ -163,10 +164,7 @@ def read_calibration(conn: Any, judge: str, calibration_set: str, labels: tuple[
 
     ``labels``: the judge question's label set, which the calibration checked equals the set's.
     """
-    exists = conn.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'judge_calibration_labels'"
-    ).fetchone()
-    if not exists or not exists[0]:
+    if not table_exists(conn, "judge_calibration_labels"):
         return None
     rows = conn.execute(
         "SELECT human_label, judge_label FROM judge_calibration_labels WHERE judge = ? AND calibration_set = ? "

@@ -32,6 +32,7 @@ from themis_dagster.tasks.langbite.utils import AUGMENTED_TEMPLATES
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.warehouse.frames import rows_frame
 from themis_dagster.warehouse.partitions import replace_partition
+from themis_dagster.warehouse.reads import table_exists
 from themis_dagster.warehouse.schema import ensure_schema
 
 TABLE = "langbite_augmented_templates"
@@ -98,10 +99,7 @@ def langbite_augmented_templates(
 
 def read_augmented_rows(conn: Any, generator: str, key: str) -> list[dict[str, Any]] | None:
     """The rows of the latest materialization with this augmentation key (None: there is none)."""
-    exists = conn.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'langbite_augmented_templates'"
-    ).fetchone()
-    if not exists or not exists[0]:
+    if not table_exists(conn, "langbite_augmented_templates"):
         return None
     latest = conn.execute(
         "SELECT task, run_id FROM langbite_augmented_templates WHERE model = ? AND augmentation_sha256 = ? "

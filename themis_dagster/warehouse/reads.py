@@ -56,3 +56,9 @@ def optional_rows(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = ()
         return None
     names = [column[0] for column in cursor.description or []]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def table_exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether ``table`` exists yet: readers of an asset's table answer None before its first materialization."""
+    found = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]).fetchone()
+    return bool(found and found[0])
