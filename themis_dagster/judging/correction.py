@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from themis_dagster.stats import DEFAULT_CONFIDENCE, Estimate
-from themis_dagster.stats.misclassification import GroupCorrection
+from themis_dagster.stats.misclassification import GroupCorrection, widened_interval
 
 UNCALIBRATED = "uncalibrated judge"
 
@@ -89,11 +89,8 @@ def interval(
     replicates: np.ndarray, value: float, confidence: float = DEFAULT_CONFIDENCE
 ) -> tuple[float, float | None, float | None]:
     """(value, low, high): the percentile interval of the replicates, widened to hold the value (None: none)."""
-    if replicates.size == 0:
-        return value, None, None
-    tail = 100 * (1 - confidence) / 2
-    low, high = np.percentile(replicates, [tail, 100 - tail])
-    return value, min(float(low), value), max(float(high), value)
+    low, high = widened_interval(replicates, value, confidence)
+    return value, low, high
 
 
 def share(

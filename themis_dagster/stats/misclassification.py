@@ -170,8 +170,11 @@ def _resampled_matrices(
     return draw_conditional, usable
 
 
-def _interval(replicates: np.ndarray, value: float, confidence: float) -> tuple[float | None, float | None]:
-    """Percentile interval of the defined replicates, widened to hold the point value (as bootstrap_estimate)."""
+def widened_interval(replicates: np.ndarray, value: float, confidence: float) -> tuple[float | None, float | None]:
+    """Percentile interval of the defined replicates, widened to hold the point value (as bootstrap_estimate).
+
+    Public so that the judged metrics' corrections (``judging.correction``) report their CIs the same way.
+    """
     if replicates.size == 0:
         return None, None
     tail = 100 * (1 - confidence) / 2
@@ -245,7 +248,7 @@ def corrected_prevalences(
     dropped = int(n_resamples - usable.sum())
     shares = []
     for i, label in enumerate(declared):
-        low, high = _interval(replicates[:, i], float(point[i]), confidence)
+        low, high = widened_interval(replicates[:, i], float(point[i]), confidence)
         shares.append(
             CorrectedShare(label, float(point[i]), low, high, float(observed[i]), n_items, n_calibration, None, dropped)
         )
@@ -315,7 +318,7 @@ def corrected_share(
     youden = se + sp - 1.0
     informative = youden > 0
     replicates = np.clip((p_draws[informative] + sp[informative] - 1.0) / youden[informative], 0.0, 1.0)
-    low, high = _interval(replicates, value, confidence)
+    low, high = widened_interval(replicates, value, confidence)
     dropped = int(n_resamples - replicates.size)
     return CorrectedShare(positive, value, low, high, p_obs, n_items, n_calibration, None, dropped)
 
