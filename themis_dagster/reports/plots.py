@@ -46,6 +46,7 @@ STYLE: dict[str, Any] = {
 
 P = ParamSpec("P")
 R = TypeVar("R")
+_Points = TypeVar("_Points")  # what one panel of a series plot draws: metric rows, or view rows
 
 
 def nan(value: float | None) -> float:
@@ -333,6 +334,23 @@ def _line(ax: Axes, xs: Sequence[float], rows: Sequence[MetricRow], color: str) 
     ax.plot(xs, values, "-o", color=color, markersize=4.5, linewidth=1.6)
 
 
+def _series_figure(
+    series: Sequence[tuple[tuple[str, str], _Points]], draw: Callable[[Axes, tuple[str, str], _Points], None]
+) -> str | None:
+    """One panel per (task, metric) series, in order, drawn by ``draw`` (None: no series).
+
+    Why: the checkpoint, timeline and trend plots lay out, grid and title their panels alike.
+    """
+    if not series:
+        return None
+    fig, axes = _panels([4] * len(series), ncols=2)
+    for ax, ((task, metric), points) in zip(axes, series, strict=True):
+        draw(ax, (task, metric), points)
+        ax.grid(axis="y")
+        ax.set_title(short(f"{task} · {metric}", TITLE_CHARS), loc="left")
+    return png_base64(fig)
+
+
 @styled
 def checkpoint_plot(
     model: str,
@@ -354,10 +372,8 @@ def checkpoint_plot(
         points = [p for p in points if p.value is not None]
         if len(points) >= 2:
             series.append(((task, metric), points))
-    if not series:
-        return None
-    fig, axes = _panels([4] * len(series), ncols=2)
-    for ax, ((task, metric), points) in zip(axes, series, strict=True):
+
+    def draw(ax: Axes, key: tuple[str, str], points: list[MetricRow]) -> None:
         xs = [position[p.model] for p in points]
         _line(ax, xs, points, POINT)
         mine = [p for p in points if p.model == model]
@@ -365,13 +381,12 @@ def checkpoint_plot(
             ax.plot(
                 [position[model]], [nan(mine[0].value)], "o", color=THIS, markersize=9, zorder=4, label=short(model)
             )
-        _ideal_near(ax, ideals.get((task, metric)), points)
+        _ideal_near(ax, ideals.get(key), points)
         if not numeric:
             ax.set_xticks(xs, [checkpoint_label(p.model) for p in points])
         ax.set_xlabel("checkpoint step")
-        ax.grid(axis="y")
-        ax.set_title(short(f"{task} · {metric}", TITLE_CHARS), loc="left")
-    return png_base64(fig)
+
+    return _series_figure(series, draw)
 
 
 @styled
@@ -390,20 +405,17 @@ def timeline_plot(
         )
         if len(points) >= 2:
             series.append(((task, metric), points))
-    if not series:
-        return None
-    fig, axes = _panels([4] * len(series), ncols=2)
-    for ax, ((task, metric), points) in zip(axes, series, strict=True):
+
+    def draw(ax: Axes, key: tuple[str, str], points: list[MetricRow]) -> None:
         xs = [float(i) for i in range(len(points))]
         _line(ax, xs, points, THIS)
-        _ideal_near(ax, ideals.get((task, metric)), points)
+        _ideal_near(ax, ideals.get(key), points)
         labels = [p.materialized_at.strftime("%m-%d\n%H:%M") if p.materialized_at else "?" for p in points]
         step = max(1, len(points) // 8)
         ax.set_xticks(xs[::step], labels[::step])
         ax.set_xlabel("materialization")
-        ax.grid(axis="y")
-        ax.set_title(short(f"{task} · {metric}", TITLE_CHARS), loc="left")
-    return png_base64(fig)
+
+    return _series_figure(series, draw)
 
 
 @styled
@@ -418,12 +430,8 @@ def trend_plot(rows: Sequence[Mapping[str, Any]], model: str, ideals: Mapping[tu
         if row.get("value") is not None and row.get("step") is not None:
             series.setdefault((str(row["task"]), str(row["metric"])), []).append(row)
     series = {key: sorted(points, key=lambda p: p["step"]) for key, points in series.items() if len(points) >= 2}
-    if not series:
-        return None
-    keys = sorted(series)
-    fig, axes = _panels([4] * len(keys), ncols=2)
-    for ax, key in zip(axes, keys, strict=True):
-        points = series[key]
+
+    def draw(ax: Axes, key: tuple[str, str], points: list[Mapping[str, Any]]) -> None:
         as_rows = [MetricRow(str(p["model"]), key[0], None, key[1], p["value"], p.get("ci_low"), p.get("ci_high"), 0)
                    for p in points]  # fmt: skip
         xs = [float(p["step"]) for p in points]
@@ -437,6 +445,5 @@ def trend_plot(rows: Sequence[Mapping[str, Any]], model: str, ideals: Mapping[tu
             ax.plot([mine[0][0]], [mine[0][1]], "o", color=THIS, markersize=9, zorder=4)
         _ideal_near(ax, ideals.get(key), as_rows)
         ax.set_xlabel("training step")
-        ax.grid(axis="y")
-        ax.set_title(short(f"{key[0]} · {key[1]}", TITLE_CHARS), loc="left")
-    return png_base64(fig)
+
+    return _series_figure([(key, series[key]) for key in sorted(series)], draw)
