@@ -22,10 +22,11 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.errors import ConfigError
 from themis_dagster.exchange import GenerationParams, Request, Response
-from themis_dagster.mitigations import LogitBias, MitigatedEngine, ReplyFilter, SystemPrompt, mitigated, stage_of
+from themis_dagster.mitigations import MitigatedEngine, mitigated
 from themis_dagster.mitigations.engine import BiasedParams
 from themis_dagster.mitigations.requests import filtered_reply, with_instruction, with_system_prompt, word_token_ids
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
+from themis_dagster.registry.mitigation import LogitBias, ReplyFilter, SystemPrompt, stage_of
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models, parse_models
 from themis_dagster.registry.weights import ResolvedWeights
 
@@ -92,7 +93,7 @@ def test_system_prompt_reaches_every_kind_of_request() -> None:
 
 
 def test_instruction_wraps_the_last_user_message_and_leaves_scores_alone() -> None:
-    from themis_dagster.mitigations import InstructionTemplate
+    from themis_dagster.registry.mitigation import InstructionTemplate
 
     template = InstructionTemplate(template="Be fair.\n{text}\nAnswer:")
     chat = with_instruction(

@@ -167,7 +167,7 @@ def test_marks_and_verdicts_by_hand() -> None:
     assert [mark_letter(v) for v in (1.0, 2.0, 3.0, 4.0)] == [("A", "healthy"), ("B", "cautionary"),
                                                             ("C", "critical"), ("D", "catastrophic")]  # fmt: skip
     assert mark_letter(2.5) is None and mark_letter(None) is None
-    row = MetricRow("m", "bbq", None, "s_dis", 0.1, 0.02, 0.2, 10)
+    row = MetricRow(None, "s_dis", 0.1, 0.02, 0.2, 10, model="m", task="bbq")
     assert verdict(row, 0.0).text == "biased: above ideal"
     assert verdict(row, 0.5).text == "biased: below ideal"
     assert verdict(row, 0.1).text == "consistent with ideal" and verdict(row, None).text == "no ideal declared"

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from dagster import AssetCheckSpec, AssetDep, AssetsDefinition, MaterializeResult, asset
+from dagster import AssetCheckSpec, AssetDep, AssetsDefinition, MaterializeResult, PartitionsDefinition, asset
 
 from themis_dagster import __version__
 from themis_dagster.assets.automation import REPORT_CONDITION
 from themis_dagster.partitions import evaluation_partitions
+from themis_dagster.runs.pools import ENGINE_POOL
 
 EVALUATION_GROUP = "evaluation"
 REPORTS_GROUP = "reports"
@@ -88,3 +89,10 @@ def report_asset(
 ) -> AssetDecorator:
     """A report over every partition, rebuilt by the automation sensor after new metrics."""
     return asset(**_declared(REPORTS_GROUP, kinds, deps, description), automation_condition=REPORT_CONDITION)
+
+
+def model_asset(*, partitions_def: PartitionsDefinition, group: str, description: str) -> AssetDecorator:
+    """An asset whose step asks a model outside the evaluation chain (a judge's calibration, LangBiTe's
+    generator): it writes DuckDB, loads a vLLM engine and so takes a slot of the engine pool."""
+    declared = _declared(group, ("duckdb", "vllm"), (), description)
+    return asset(partitions_def=partitions_def, **declared, pool=ENGINE_POOL)

@@ -20,17 +20,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
-from themis_dagster import __version__
 from themis_dagster.assets.answering import answerer_for, answering_metadata
-from themis_dagster.assets.factory import ROW_COUNT, AssetResult
+from themis_dagster.assets.factory import ROW_COUNT, AssetResult, model_asset
 from themis_dagster.assets.stage import preview
 from themis_dagster.errors import ConfigError
 from themis_dagster.judging.correction import JudgeCalibration
 from themis_dagster.partitions import judge_and_set, judge_calibration_partitions
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.stats import Estimate
 from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement
 from themis_dagster.tasks.calibration import (
@@ -82,12 +80,9 @@ def agreement_rows(agreement: JudgeAgreement | None, unreadable: int, total: int
     return rows
 
 
-@asset(
+@model_asset(
     partitions_def=judge_calibration_partitions,
-    group_name=JUDGES_GROUP,
-    kinds={"duckdb", "vllm"},
-    code_version=__version__,
-    pool=ENGINE_POOL,
+    group=JUDGES_GROUP,
     description="A judge model (the partition's judge) labels every text of a human-labelled calibration set "
     "through the answering path; its accuracy, Cohen's kappa, per-class sensitivity and specificity (bootstrap "
     "CIs) and confusion matrix against the human labels.",

@@ -18,15 +18,13 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
-from themis_dagster import __version__
 from themis_dagster.assets.answering import AnswerStats, answerer_for, answering_metadata
-from themis_dagster.assets.factory import ROW_COUNT, AssetResult
+from themis_dagster.assets.factory import ROW_COUNT, AssetResult, model_asset
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.tasks.langbite import augmentation
 from themis_dagster.tasks.langbite.utils import AUGMENTED_TEMPLATES
 from themis_dagster.tasks.loader import LoadedTask
@@ -38,12 +36,9 @@ from themis_dagster.warehouse.schema import ensure_schema
 TABLE = "langbite_augmented_templates"
 
 
-@asset(
+@model_asset(
     partitions_def=evaluation_partitions,
-    group_name="langbite",
-    kinds={"duckdb", "vllm"},
-    code_version=__version__,
-    pool=ENGINE_POOL,
+    group="langbite",
     description="LangBiTe's template augmentation: templates a generator model (the partition's model) writes "
     "for a langbite task's scenario, accepted or rejected, with the generator's prompt.",
 )

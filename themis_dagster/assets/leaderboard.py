@@ -7,7 +7,7 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
 from themis_dagster.assets.evaluation import bias_metrics
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, report_asset
-from themis_dagster.mitigations import stage_of
+from themis_dagster.registry.mitigation import stage_of
 from themis_dagster.reports.leaderboard_page import RegisteredModel, render_leaderboard, save_leaderboard
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.tasks.loader import task_names

@@ -249,7 +249,7 @@ def _row_verdict(
 ) -> tuple[str, str, str | None]:
     from themis_dagster.reports.data import MetricRow
 
-    judged = verdict(MetricRow(model, task, None, metric, value, low, high, n), ideal)
+    judged = verdict(MetricRow(None, metric, value, low, high, n, model=model, task=task), ideal)
     letter = mark_letter(value) if is_mark(metric) else None
     return judged.text, judged.tone, (f"{letter[0]} ({letter[1]})" if letter else None)
 

@@ -14,21 +14,18 @@ from typing import Any, SupportsFloat, SupportsIndex
 
 import duckdb
 
+from themis_dagster.tasks.spec import MetricValue
+
 Ideals = Mapping[tuple[str, str], float]
 
 
 @dataclass(frozen=True)
-class MetricRow:
-    """One row of metric_values / metric_history (subset None: the headline value)."""
+class MetricRow(MetricValue):
+    """One row of metric_values / metric_history: a task's ``MetricValue`` (subset None: the headline
+    value) with the model and task it belongs to and when it was materialized."""
 
     model: str
     task: str
-    subset: str | None
-    metric: str
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
     materialized_at: datetime | None = None
 
 

@@ -432,8 +432,8 @@ def trend_plot(rows: Sequence[Mapping[str, Any]], model: str, ideals: Mapping[tu
     series = {key: sorted(points, key=lambda p: p["step"]) for key, points in series.items() if len(points) >= 2}
 
     def draw(ax: Axes, key: tuple[str, str], points: list[Mapping[str, Any]]) -> None:
-        as_rows = [MetricRow(str(p["model"]), key[0], None, key[1], p["value"], p.get("ci_low"), p.get("ci_high"), 0)
-                   for p in points]  # fmt: skip
+        as_rows = [MetricRow(None, key[1], p["value"], p.get("ci_low"), p.get("ci_high"), 0,
+                             model=str(p["model"]), task=key[0]) for p in points]  # fmt: skip
         xs = [float(p["step"]) for p in points]
         _line(ax, xs, as_rows, POINT)
         flagged = [(x, p["value"]) for x, p in zip(xs, points, strict=True) if p.get("significant")]
