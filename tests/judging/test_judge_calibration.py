@@ -24,6 +24,7 @@ from themis_dagster.partitions import MODELS_PARTITION, calibration_key, evaluat
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
+from themis_dagster.stats import Resampling
 from themis_dagster.stats.agreement import judge_agreement
 from themis_dagster.tasks.calibration import CALIBRATED_QUESTIONS, check_judge_labels, load_calibration_set
 from themis_dagster.tasks.loader import load_task
@@ -86,7 +87,7 @@ def test_calibration_asset_labels_every_text_and_measures_agreement(tmp_path: Pa
     params = load_task("bold", {}).params  # the judge's task's bootstrap settings
     truth = judge_agreement(
         [h for h, _ in readable], [j for _, j in readable], REGARD_LABELS,
-        n_resamples=params.bootstrap_resamples, seed=params.seed,
+        resampling=Resampling(n_resamples=params.bootstrap_resamples, seed=params.seed),
     )  # fmt: skip
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         labels = conn.execute("SELECT human_label, judge_label FROM judge_calibration_labels").fetchall()

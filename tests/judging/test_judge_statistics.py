@@ -24,7 +24,7 @@ from themis_dagster.judging.calibration_sets import (
     load_xstest,
 )
 from themis_dagster.registry.models import ConfigError
-from themis_dagster.stats import bootstrap_estimate
+from themis_dagster.stats import Resampling, bootstrap_estimate
 from themis_dagster.stats.agreement import (
     confusion_matrix,
     judge_agreement,
@@ -40,6 +40,7 @@ from themis_dagster.stats.misclassification import (
 )
 
 RESAMPLES = 200
+FAST = Resampling(n_resamples=RESAMPLES)
 
 
 def pairs(cells: dict[tuple[str, str], int]) -> tuple[list[str], list[str]]:
@@ -57,7 +58,7 @@ BINARY = pairs({("yes", "yes"): 40, ("yes", "no"): 10, ("no", "yes"): 5, ("no", 
 
 
 def test_binary_agreement_by_hand() -> None:
-    result = judge_agreement(*BINARY, ["yes", "no"], n_resamples=RESAMPLES)
+    result = judge_agreement(*BINARY, ["yes", "no"], resampling=FAST)
     assert result.confusion == ((40, 10), (5, 45))
     # accuracy = (40 + 45) / 100 = 0.85
     assert result.accuracy.value == pytest.approx(0.85)
@@ -76,7 +77,7 @@ def test_binary_agreement_by_hand() -> None:
         assert estimate.ci_low <= estimate.value <= estimate.ci_high
         assert estimate.ci_high - estimate.ci_low > 0.05  # 100 rows leave real uncertainty
     # seeded: the same call gives the same interval
-    again = judge_agreement(*BINARY, ["yes", "no"], n_resamples=RESAMPLES)
+    again = judge_agreement(*BINARY, ["yes", "no"], resampling=FAST)
     assert again.kappa == result.kappa
 
 
@@ -87,7 +88,7 @@ def test_three_class_agreement_by_hand() -> None:
         ("neutral", "negative"): 1, ("neutral", "neutral"): 6, ("neutral", "positive"): 3,
         ("positive", "neutral"): 2, ("positive", "positive"): 8,
     })  # fmt: skip
-    result = judge_agreement(human, judge, labels, n_resamples=RESAMPLES)
+    result = judge_agreement(human, judge, labels, resampling=FAST)
     assert result.confusion == ((8, 2, 0), (1, 6, 3), (0, 2, 8))
     # accuracy = (8 + 6 + 8) / 30 = 22/30
     assert result.accuracy.value == pytest.approx(22 / 30)
@@ -110,7 +111,7 @@ def test_confusion_order_is_the_declared_one() -> None:
 
 def test_kappa_undefined_when_chance_agreement_is_certain() -> None:
     # both raters say "yes" throughout: p_c = 1, kappa = 0/0
-    result = judge_agreement(["yes"] * 30, ["yes"] * 30, ["yes", "no"], n_resamples=RESAMPLES)
+    result = judge_agreement(["yes"] * 30, ["yes"] * 30, ["yes", "no"], resampling=FAST)
     assert result.kappa.value is None and result.accuracy.value == 1.0
 
 
@@ -125,7 +126,7 @@ def test_fleiss_kappa_by_hand() -> None:
     # the item with a missing rating is left out (Fleiss needs equal ratings per item): 4 items
     # agreeing pairs per item: 3/3, 3/3, 1/3, 1/3 -> P_bar = (1 + 1 + 1/3 + 1/3) / 4 = 2/3
     # category shares: a 6/12, b 6/12 -> P_e = 0.25 + 0.25 = 0.5; kappa = (2/3 - 1/2) / (1/2) = 1/3
-    result = judges_fleiss_kappa(ratings, ["a", "b"], n_resamples=RESAMPLES)
+    result = judges_fleiss_kappa(ratings, ["a", "b"], resampling=FAST)
     assert result.value == pytest.approx(1 / 3) and result.n == 4
 
 
@@ -150,13 +151,13 @@ def test_rogan_gladen_by_hand() -> None:
 
 def test_corrected_share_by_hand() -> None:
     judged = ["yes"] * 30 + ["no"] * 70  # p_obs = 0.3
-    result = corrected_share(judged, *BINARY, "yes", n_resamples=RESAMPLES)  # Se 0.8, Sp 0.9
+    result = corrected_share(judged, *BINARY, "yes", resampling=FAST)  # Se 0.8, Sp 0.9
     assert result.value is not None and result.value == pytest.approx(0.2 / 0.7)
     assert (result.observed, result.n_items, result.n_calibration, result.reason) == (0.3, 100, 100, None)
     assert result.ci_low is not None and result.ci_high is not None
     assert result.ci_low <= result.value <= result.ci_high
     # two labels: the inverted confusion matrix is Rogan-Gladen
-    yes, no = corrected_prevalences(judged, *BINARY, ["yes", "no"], n_resamples=RESAMPLES)
+    yes, no = corrected_prevalences(judged, *BINARY, ["yes", "no"], resampling=FAST)
     assert yes.value == pytest.approx(result.value)
     assert no.value == pytest.approx(1 - result.value)
 
@@ -165,7 +166,7 @@ def test_no_better_than_chance_gives_a_reason_not_a_value() -> None:
     judged = ["yes"] * 30 + ["no"] * 70
     # Se = 25/50 = 0.5, Sp = 25/50 = 0.5: Se + Sp = 1
     chance = pairs({("yes", "yes"): 25, ("yes", "no"): 25, ("no", "yes"): 25, ("no", "no"): 25})
-    result = corrected_share(judged, *chance, "yes", n_resamples=RESAMPLES)
+    result = corrected_share(judged, *chance, "yes", resampling=FAST)
     assert (result.value, result.ci_low, result.ci_high) == (None, None, None)
     assert result.observed == 0.3
     assert result.reason is not None and "no better than chance" in result.reason and "<= 1" in result.reason
@@ -192,7 +193,7 @@ def test_multiclass_inversion_recovers_a_known_prevalence() -> None:
     # the same from labels: 100 calibration rows per true label with M's counts, 1000 items judged as observed
     cells = {(labels[i], labels[j]): round(100 * m[i, j]) for i in range(3) for j in range(3)}
     judged = ["negative"] * 440 + ["neutral"] * 315 + ["positive"] * 245
-    shares = corrected_prevalences(judged, *pairs(cells), labels, n_resamples=RESAMPLES)
+    shares = corrected_prevalences(judged, *pairs(cells), labels, resampling=FAST)
     assert [s.value for s in shares] == pytest.approx([0.5, 0.3, 0.2], abs=1e-12)
     assert [s.observed for s in shares] == pytest.approx([0.44, 0.315, 0.245])
     for share in shares:
@@ -246,7 +247,11 @@ def test_simulation_corrected_interval_covers_the_truth() -> None:
         human = rng.random(n_calibration) < 0.5  # a balanced calibration set
         said = _judge(rng, human, se, sp)
         result = corrected_share(
-            _labels(judged), _labels(human), _labels(said), "yes", n_resamples=RESAMPLES, seed=seed
+            _labels(judged),
+            _labels(human),
+            _labels(said),
+            "yes",
+            resampling=Resampling(n_resamples=RESAMPLES, seed=seed),
         )
         assert result.ci_low is not None and result.ci_high is not None
         corrected_hits += result.ci_low <= truth <= result.ci_high
@@ -276,7 +281,7 @@ def test_simulation_three_labels() -> None:
         human = rng.choice(3, size=300)
         said = judge(rng, human)
         shares = corrected_prevalences(
-            judged, [labels[i] for i in human], said, labels, n_resamples=RESAMPLES, seed=seed
+            judged, [labels[i] for i in human], said, labels, resampling=Resampling(n_resamples=RESAMPLES, seed=seed)
         )
         hits += [
             s.ci_low is not None and s.ci_high is not None and s.ci_low <= t <= s.ci_high

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from themis_dagster.judging.correction import UNCALIBRATED, JudgeCalibration, JudgedValue
-from themis_dagster.stats import Estimate
+from themis_dagster.stats import Estimate, Resampling
 from themis_dagster.stats.misclassification import corrected_shares_by_group
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Judgment
@@ -145,7 +145,11 @@ def test_simulation_corrected_disparity_covers_the_truth() -> None:
             true_items = rng.choice(3, size=400, p=shares)
             groups[name] = [LABELS[rng.choice(3, p=confusion[t])] for t in true_items]
         result = corrected_shares_by_group(
-            groups, [LABELS[h] for h in human], [LABELS[s] for s in said], LABELS, n_resamples=300, seed=seed
+            groups,
+            [LABELS[h] for h in human],
+            [LABELS[s] for s in said],
+            LABELS,
+            resampling=Resampling(n_resamples=300, seed=seed),
         )
         assert result.reason is None
         gap = result.replicates["B"][:, 0] - result.replicates["A"][:, 0]

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from themis_dagster.stats.weat import association, effect_size_of, permutation_p_value, weat, wefat
+from themis_dagster.stats.weat import (
+    WEAT_RESAMPLING,
+    association,
+    effect_size_of,
+    permutation_p_value,
+    weat,
+    wefat,
+)
 
 A = np.array([[1.0, 0.0]])
 B = np.array([[0.0, 1.0]])
@@ -23,7 +31,7 @@ def test_association_by_hand() -> None:
 
 
 def test_weat_by_hand() -> None:
-    result = weat(X, Y, A, B, n_resamples=2000)
+    result = weat(X, Y, A, B, resampling=replace(WEAT_RESAMPLING, n_resamples=2000))
     # statistic: (1 + 0) - (-1 + 0) = 2
     assert result.statistic == pytest.approx(2.0)
     # d = (0.5 - (-0.5)) / std([1, 0, -1, 0], ddof=1) = 1 / sqrt(2/3) = sqrt(3/2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -18,7 +19,7 @@ from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
-from themis_dagster.stats.weat import weat
+from themis_dagster.stats.weat import WEAT_RESAMPLING, weat
 from themis_dagster.tasks.iat import weat_utils
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Request, Response
@@ -177,7 +178,14 @@ def test_default_model_own_vectors() -> None:
         rows = [json.loads(by_id[weat_utils.request_id(item, role, w)].text or "") for w in item.fields[role]]
         return np.array([row["vectors"]["input"] for row in rows])
 
-    again = weat(matrix("x"), matrix("y"), matrix("a"), matrix("b"), n_resamples=200, permutation_resamples=200)
+    again = weat(
+        matrix("x"),
+        matrix("y"),
+        matrix("a"),
+        matrix("b"),
+        resampling=replace(WEAT_RESAMPLING, n_resamples=200),
+        permutation_resamples=200,
+    )
     result = judged[0].detail["results"]["input"]
     assert result["effect_size"] == pytest.approx(again.effect_size)
     assert result["p_value"] == again.p_value and 0.0 <= result["p_value"] <= 1.0

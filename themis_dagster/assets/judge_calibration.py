@@ -29,7 +29,7 @@ from themis_dagster.errors import ConfigError
 from themis_dagster.judging.correction import JudgeCalibration
 from themis_dagster.partitions import judge_and_set, judge_calibration_partitions
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.stats import Estimate
+from themis_dagster.stats import Estimate, Resampling
 from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement
 from themis_dagster.tasks.calibration import (
     CALIBRATED_QUESTIONS,
@@ -121,9 +121,11 @@ def judge_calibration(
             [row["human_label"] for row in readable],
             [row["judge_label"] for row in readable],
             calibration.labels,
-            n_resamples=task.params.bootstrap_resamples,
-            confidence=task.params.confidence,
-            seed=task.params.seed,
+            resampling=Resampling(
+                n_resamples=task.params.bootstrap_resamples,
+                confidence=task.params.confidence,
+                seed=task.params.seed,
+            ),
         )
         if readable
         else None

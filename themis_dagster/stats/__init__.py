@@ -25,6 +25,18 @@ class Estimate:
     n: int
 
 
+@dataclass(frozen=True)
+class Resampling:
+    """A seeded bootstrap's settings: how many resamples, the CI's confidence level, the generator's seed."""
+
+    n_resamples: int = DEFAULT_RESAMPLES
+    confidence: float = DEFAULT_CONFIDENCE
+    seed: int = 0
+
+
+DEFAULT_RESAMPLING = Resampling()
+
+
 def bootstrap_estimate(
     values: Sequence[float] | np.ndarray,
     statistic: Callable[..., float] = np.mean,

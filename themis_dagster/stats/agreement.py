@@ -21,7 +21,7 @@ import numpy as np
 from scipy import stats
 from statsmodels.stats.inter_rater import aggregate_raters, cohens_kappa, fleiss_kappa
 
-from themis_dagster.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Estimate, bootstrap_estimate
+from themis_dagster.stats import DEFAULT_RESAMPLING, Estimate, Resampling, bootstrap_estimate
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,18 @@ def _kappa_of_table(table: np.ndarray) -> float:
         return float(cohens_kappa(table, return_results=False))
 
 
-def _row_bootstrap(
-    n: int, statistic: Callable[[np.ndarray], float], *, n_resamples: int, confidence: float, seed: int
-) -> Estimate:
+def _estimate(values: np.ndarray, resampling: Resampling, statistic: Callable[..., float] = np.mean) -> Estimate:
+    """``bootstrap_estimate`` under ``resampling``'s settings."""
+    return bootstrap_estimate(
+        values,
+        statistic,
+        n_resamples=resampling.n_resamples,
+        confidence=resampling.confidence,
+        seed=resampling.seed,
+    )
+
+
+def _row_bootstrap(n: int, statistic: Callable[[np.ndarray], float], resampling: Resampling) -> Estimate:
     """``bootstrap_estimate`` over row indices: resampling indices resamples whole rows (pairs, items).
 
     A statistic undefined on the full data gives no estimate; an undefined CI bound is None.
@@ -107,9 +116,7 @@ def _row_bootstrap(
         return Estimate(None, None, None, n)
     with warnings.catch_warnings():  # resamples where the statistic is undefined: the bound is None below
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        estimate = bootstrap_estimate(
-            np.arange(n), over_indices, n_resamples=n_resamples, confidence=confidence, seed=seed
-        )
+        estimate = _estimate(np.arange(n), resampling, over_indices)
     low, high = estimate.ci_low, estimate.ci_high
     return Estimate(
         estimate.value,
@@ -124,9 +131,7 @@ def judge_agreement(
     judge: Sequence[str],
     labels: Sequence[str],
     *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT_RESAMPLING,
 ) -> JudgeAgreement:
     """A judge's labels against human labels over a declared label set, each rate with a bootstrap CI.
 
@@ -159,17 +164,13 @@ def judge_agreement(
         return _kappa_of_table(sample)
 
     agree = (truth == said).astype(float)
-    accuracy = bootstrap_estimate(agree, n_resamples=n_resamples, confidence=confidence, seed=seed)
-    kappa = _row_bootstrap(n, kappa_of, n_resamples=n_resamples, confidence=confidence, seed=seed)
+    accuracy = _estimate(agree, resampling)
+    kappa = _row_bootstrap(n, kappa_of, resampling)
     per_class = []
     for c, label in enumerate(declared):
         positive = truth == c
-        sensitivity = bootstrap_estimate(
-            (said[positive] == c).astype(float), n_resamples=n_resamples, confidence=confidence, seed=seed
-        )
-        specificity = bootstrap_estimate(
-            (said[~positive] != c).astype(float), n_resamples=n_resamples, confidence=confidence, seed=seed
-        )
+        sensitivity = _estimate((said[positive] == c).astype(float), resampling)
+        specificity = _estimate((said[~positive] != c).astype(float), resampling)
         per_class.append(ClassRates(label, sensitivity, specificity))
     return JudgeAgreement(
         labels=declared,
@@ -185,9 +186,7 @@ def judges_fleiss_kappa(
     ratings: Sequence[Sequence[str | None]],
     labels: Sequence[str],
     *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT_RESAMPLING,
 ) -> Estimate:
     """Fleiss' kappa of several judges on the same items, with a bootstrap CI over the items.
 
@@ -217,7 +216,7 @@ def judges_fleiss_kappa(
         with np.errstate(divide="ignore", invalid="ignore"):
             return float(fleiss_kappa(counts[items], method="fleiss"))
 
-    return _row_bootstrap(n, kappa_of, n_resamples=n_resamples, confidence=confidence, seed=seed)
+    return _row_bootstrap(n, kappa_of, resampling)
 
 
 def majority_verdict(votes: Sequence[str | None]) -> str | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from themis_dagster.stats import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+from themis_dagster.stats import DEFAULT_RESAMPLING, Resampling
 from themis_dagster.stats.agreement import label_codes
 
 # Largest 2-norm condition number of P(judge | truth) that is inverted: beyond it the correction
@@ -206,9 +206,7 @@ def corrected_prevalences(
     calibration_judge: Sequence[str],
     labels: Sequence[str],
     *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT_RESAMPLING,
 ) -> tuple[CorrectedShare, ...]:
     """Each label's true share among the judged items, by inverting the judge's confusion matrix.
 
@@ -241,14 +239,14 @@ def corrected_prevalences(
         return _no_value(declared, observed, n_items, n_calibration, reason)
     point = invert_confusion(observed, conditional)
 
-    rng = np.random.default_rng(seed)
-    item_draws = rng.multinomial(n_items, observed, size=n_resamples) / n_items
-    draw_conditional, usable = _resampled_matrices(rng, cells, n_resamples, declared)
+    rng = np.random.default_rng(resampling.seed)
+    item_draws = rng.multinomial(n_items, observed, size=resampling.n_resamples) / n_items
+    draw_conditional, usable = _resampled_matrices(rng, cells, resampling.n_resamples, declared)
     replicates = invert_confusion(item_draws[usable], draw_conditional[usable]) if usable.any() else np.empty((0, k))
-    dropped = int(n_resamples - usable.sum())
+    dropped = int(resampling.n_resamples - usable.sum())
     shares = []
     for i, label in enumerate(declared):
-        low, high = widened_interval(replicates[:, i], float(point[i]), confidence)
+        low, high = widened_interval(replicates[:, i], float(point[i]), resampling.confidence)
         shares.append(
             CorrectedShare(label, float(point[i]), low, high, float(observed[i]), n_items, n_calibration, None, dropped)
         )
@@ -261,9 +259,7 @@ def corrected_share(
     calibration_judge: Sequence[str],
     positive: str,
     *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT_RESAMPLING,
 ) -> CorrectedShare:
     """The true share of one judged class (``positive`` against every other label), by Rogan-Gladen.
 
@@ -307,9 +303,9 @@ def corrected_share(
             f"{specificity:.3f} <= 1, so Rogan-Gladen's denominator Se + Sp - 1 is not positive"
         )
 
-    rng = np.random.default_rng(seed)
-    p_draws = rng.binomial(n_items, p_obs, size=n_resamples) / n_items
-    cells = rng.multinomial(n_calibration, np.array([tp, fn, fp, tn]) / n_calibration, size=n_resamples)
+    rng = np.random.default_rng(resampling.seed)
+    p_draws = rng.binomial(n_items, p_obs, size=resampling.n_resamples) / n_items
+    cells = rng.multinomial(n_calibration, np.array([tp, fn, fp, tn]) / n_calibration, size=resampling.n_resamples)
     positives, negatives = cells[:, 0] + cells[:, 1], cells[:, 2] + cells[:, 3]
     usable = (positives > 0) & (negatives > 0)
     se = cells[usable, 0] / positives[usable]
@@ -318,8 +314,8 @@ def corrected_share(
     youden = se + sp - 1.0
     informative = youden > 0
     replicates = np.clip((p_draws[informative] + sp[informative] - 1.0) / youden[informative], 0.0, 1.0)
-    low, high = widened_interval(replicates, value, confidence)
-    dropped = int(n_resamples - replicates.size)
+    low, high = widened_interval(replicates, value, resampling.confidence)
+    dropped = int(resampling.n_resamples - replicates.size)
     return CorrectedShare(positive, value, low, high, p_obs, n_items, n_calibration, None, dropped)
 
 
@@ -350,8 +346,7 @@ def corrected_shares_by_group(
     calibration_judge: Sequence[str],
     labels: Sequence[str],
     *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
+    resampling: Resampling = DEFAULT_RESAMPLING,
 ) -> GroupCorrection:
     """``corrected_prevalences`` for several groups at once, sharing each bootstrap replicate's calibration draw.
 
@@ -361,7 +356,8 @@ def corrected_shares_by_group(
     measured M, so its sampling error is shared; a gap between groups must be bootstrapped with
     one M draw per replicate for all of them, and the items of each group drawn independently
     (a multinomial draw at the group's size, as resampling its items with replacement). A group
-    without items is left out.
+    without items is left out. ``resampling.confidence`` is unused: callers take their CIs over
+    ``replicates``.
     """
     declared = _checked_labels(labels, calibration_human, calibration_judge)
     k = len(declared)
@@ -382,13 +378,13 @@ def corrected_shares_by_group(
     if reason is not None:
         return GroupCorrection(declared, observed, {}, {}, n_items, n_calibration, reason)
     point = {name: invert_confusion(shares, conditional) for name, shares in observed.items()}
-    rng = np.random.default_rng(seed)
-    draw_conditional, usable = _resampled_matrices(rng, cells, n_resamples, declared)
+    rng = np.random.default_rng(resampling.seed)
+    draw_conditional, usable = _resampled_matrices(rng, cells, resampling.n_resamples, declared)
     replicates: dict[str, np.ndarray] = {}
     for name, shares in observed.items():
-        item_draws = rng.multinomial(n_items[name], shares, size=n_resamples) / n_items[name]
+        item_draws = rng.multinomial(n_items[name], shares, size=resampling.n_resamples) / n_items[name]
         replicates[name] = (
             invert_confusion(item_draws[usable], draw_conditional[usable]) if usable.any() else np.empty((0, k))
         )
-    dropped = int(n_resamples - usable.sum())
+    dropped = int(resampling.n_resamples - usable.sum())
     return GroupCorrection(declared, observed, point, replicates, n_items, n_calibration, None, dropped)

@@ -25,7 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from themis_dagster.stats import Resampling
+
 MAX_EXACT_PARTITIONS = 100_000  # more partitions than this: sampled
+# WEAT's own bootstrap defaults (not the package's DEFAULT_RESAMPLING): 10,000 resamples, seed 42.
+WEAT_RESAMPLING = Resampling(n_resamples=10_000, confidence=0.95, seed=42)
 
 
 def _unit_rows(vectors: np.ndarray) -> np.ndarray:
@@ -105,9 +109,7 @@ def bootstrap_effect_size_ci(
     sy: np.ndarray,
     *,
     ddof: int = 1,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
-    seed: int = 42,
+    resampling: Resampling = WEAT_RESAMPLING,
 ) -> tuple[float | None, float | None]:
     """Percentile CI of d over resampled target words: X's and Y's words each drawn with replacement.
 
@@ -115,7 +117,8 @@ def bootstrap_effect_size_ci(
     words all share one association has no d (spread 0) and is left out, which with two-word
     sets happens often; None when fewer than half the resamples have a d.
     """
-    rng = np.random.default_rng(seed)
+    n_resamples = resampling.n_resamples
+    rng = np.random.default_rng(resampling.seed)
     rx = sx[rng.integers(len(sx), size=(n_resamples, len(sx)))]
     ry = sy[rng.integers(len(sy), size=(n_resamples, len(sy)))]
     spread = np.std(np.concatenate([rx, ry], axis=1), axis=1, ddof=ddof)
@@ -123,7 +126,7 @@ def bootstrap_effect_size_ci(
     if defined.sum() < n_resamples / 2:
         return None, None
     d = (rx.mean(axis=1) - ry.mean(axis=1))[defined] / spread[defined]
-    tail = (1.0 - confidence) / 2.0 * 100.0
+    tail = (1.0 - resampling.confidence) / 2.0 * 100.0
     low, high = np.percentile(d, [tail, 100.0 - tail])
     return float(low), float(high)
 
@@ -135,28 +138,24 @@ def weat(
     b: np.ndarray,
     *,
     ddof: int = 1,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
-    seed: int = 42,
+    resampling: Resampling = WEAT_RESAMPLING,
     max_exact: int = MAX_EXACT_PARTITIONS,
     permutation_resamples: int = 10_000,
 ) -> WeatResult:
     """WEAT of targets X, Y against attributes A, B (rows are word vectors).
 
-    The CI resamples the target words (``bootstrap_effect_size_ci``, ``n_resamples``); None when X or Y
-    has one word. The p-value samples ``permutation_resamples`` partitions when there are more than
-    ``max_exact``.
+    The CI resamples the target words (``bootstrap_effect_size_ci``, ``resampling.n_resamples``); None
+    when X or Y has one word. The p-value samples ``permutation_resamples`` partitions when there are
+    more than ``max_exact``, seeded with ``resampling.seed``.
     """
     sx, sy = association(x, a, b), association(y, a, b)
     p_value, partitions, exact = permutation_p_value(
-        sx, sy, max_exact=max_exact, n_resamples=permutation_resamples, seed=seed
+        sx, sy, max_exact=max_exact, n_resamples=permutation_resamples, seed=resampling.seed
     )
     d = effect_size_of(sx, sy, ddof)
     low = high = None
     if d is not None and len(sx) > 1 and len(sy) > 1:
-        low, high = bootstrap_effect_size_ci(
-            sx, sy, ddof=ddof, n_resamples=n_resamples, confidence=confidence, seed=seed
-        )
+        low, high = bootstrap_effect_size_ci(sx, sy, ddof=ddof, resampling=resampling)
     statistic_value = float(sx.sum() - sy.sum())
     return WeatResult(statistic_value, d, low, high, p_value, partitions, exact, len(sx), len(sy))
 

@@ -32,6 +32,7 @@ from themis_dagster.judging.correction import (
 from themis_dagster.judging.correction import (
     disparity as corrected_gap,
 )
+from themis_dagster.stats import Resampling
 from themis_dagster.stats.misclassification import GroupCorrection, corrected_shares_by_group
 from themis_dagster.tasks.measures import Binary, Ratio
 from themis_dagster.tasks.scoring import metric_by_subset
@@ -230,7 +231,7 @@ def judged_values(
         slices = _judged_labels(judgments, kind)
         correction = corrected_shares_by_group(
             slices, calibration.human, calibration.judged, calibration.labels,
-            n_resamples=params.bootstrap_resamples, seed=params.seed,
+            resampling=Resampling(params.bootstrap_resamples, params.confidence, params.seed),
         )  # fmt: skip
         for metric, subset in rows:
             value = found[metric, subset]

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from themis_dagster.stats import Resampling
 from themis_dagster.stats.weat import MAX_EXACT_PARTITIONS, weat, wefat
 from themis_dagster.tasks.iat.stimuli import MAIN_FILE, SYNONYM_FILE, load_stimulus_sets
 from themis_dagster.tasks.iat.utils import Category, DatasetName
@@ -136,9 +137,7 @@ def _test(usable: dict[str, list[tuple[str, np.ndarray]]], params: Params) -> di
         y,
         a,
         b,
-        n_resamples=params.bootstrap_resamples,
-        confidence=params.confidence,
-        seed=params.seed,
+        resampling=Resampling(n_resamples=params.bootstrap_resamples, confidence=params.confidence, seed=params.seed),
         max_exact=params.max_exact_partitions,
         permutation_resamples=params.permutation_resamples,
     )
