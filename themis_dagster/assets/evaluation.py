@@ -71,7 +71,7 @@ from themis_dagster.tasks.refusals.outcome import refusal_metrics
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue
 from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame, to_frame
-from themis_dagster.warehouse.partitions import Write, partition_scope, replace_rows
+from themis_dagster.warehouse.partitions import Write, partition_scope
 
 # LangBiTe's generated templates are data of a langbite task's items: task_dataset of model|task reads
 # the rows the task's generator (some model) wrote for that task, so it depends on every model's partition
@@ -441,17 +441,17 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
         values = [*values, *withheld_rates(judged_rows, task.params)]
     del judged_rows
     now = datetime.now(UTC).replace(tzinfo=None)
-    with warehouse.connect() as conn:
+    judged_frame = rows_frame(
+        "judged_metrics",
+        [asdict(value) | {"model": key.model, "task": key.task, "run_id": context.run_id, "materialized_at": now}
+         for value in judged],
+    )  # fmt: skip
+    with warehouse.connect() as conn:  # the judged values with the metrics they qualify: one transaction
         frame, written = replace_stage(
-            conn, "metric_values", key, values, run_id=context.run_id, upstream=upstream, materialized_at=now
-        )
-        append_rows(conn, "metric_history", frame)
-        judged_frame = rows_frame(
-            "judged_metrics",
-            [asdict(value) | {"model": key.model, "task": key.task, "run_id": context.run_id, "materialized_at": now}
-             for value in judged],
+            conn, "metric_values", key, values, run_id=context.run_id, upstream=upstream, materialized_at=now,
+            beside=[Write("judged_metrics", judged_frame, partition_scope(key.model, key.task))],
         )  # fmt: skip
-        replace_rows(conn, [Write("judged_metrics", judged_frame, partition_scope(key.model, key.task))])
+        append_rows(conn, "metric_history", frame)
     headline = frame.filter(pl.col("subset").is_null()).select("metric", "value", "ci_low", "ci_high", "n")
     declared = [metric.name for metric in task.spec.metrics if metric.headline]
     return MaterializeResult(

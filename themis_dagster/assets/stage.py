@@ -94,13 +94,17 @@ def replace_stage(
     *,
     run_id: str,
     upstream: Materialization | None = None,
+    beside: Sequence[Write] = (),
     **constants: Any,
 ) -> StageWrite:
-    """Replace the partition's rows of ``table`` with ``records`` and record their materialization."""
+    """Replace the partition's rows of ``table`` with ``records`` and record their materialization.
+
+    ``beside``: writes of tables the stage fills next to its own (``judged_metrics``), in the same transaction.
+    """
     if "run_id" in declared(table).column_names:
         constants["run_id"] = run_id
     frame = to_frame(table, records, model=key.model, task=key.task, **constants)
-    return replace_stage_frame(conn, table, key, frame, run_id=run_id, upstream=upstream)
+    return replace_stage_frame(conn, table, key, frame, run_id=run_id, upstream=upstream, beside=beside)
 
 
 def chunked(records: Iterable[T], size: int = RECORD_CHUNK) -> Iterator[list[T]]:
@@ -126,6 +130,7 @@ def replace_stage_frame(
     *,
     run_id: str,
     upstream: Materialization | None = None,
+    beside: Sequence[Write] = (),
 ) -> StageWrite:
     """Replace the partition's rows of ``table`` with ``frame`` and record their materialization, in one transaction.
 
@@ -134,7 +139,9 @@ def replace_stage_frame(
     """
     written, lineage = generations.record(table, key.model, key.task, upstream, run_id)
     scope = partition_scope(key.model, key.task)
-    replace_rows(conn, [Write(table, frame, scope), Write("stage_generations", lineage, scope | {"stage": table})])
+    replace_rows(
+        conn, [Write(table, frame, scope), Write("stage_generations", lineage, scope | {"stage": table}), *beside]
+    )
     return StageWrite(frame, written)
 
 
