@@ -242,6 +242,27 @@ def test_answers_are_committed_every_interval_inside_one_chunk(tmp_path: Path) -
     assert _cached(tmp_path / "w.duckdb") == 60
 
 
+def test_commits_made_while_the_engine_works_are_counted_and_timed(tmp_path: Path) -> None:
+    """What the interval costs is measured where it is paid: the commits that held the engine's step loop."""
+    from themis_dagster.assets.answering import answer_requests, answering_metadata
+    from themis_dagster.resources import WarehouseResource
+
+    requests = [Request(f"r{i}", f"i{i}", "loglikelihood", context="a", continuation=f"b {i}") for i in range(30)]
+    slow = FakeEngine(per_request_s=0.01)
+    _, stats = answer_requests(
+        requests, engine=lambda: slow, warehouse=WarehouseResource(database=str(tmp_path / "w.duckdb")),
+        model_id=MODEL, model_fingerprint="m", chunk_size=4096, retries=0, commit_interval_s=0.05,
+    )  # fmt: skip
+    assert stats.interval_commits >= 2 and stats.interval_commit_seconds > 0
+    metadata = answering_metadata(stats, request_cache=True)
+    assert metadata["interval_commits"] == stats.interval_commits
+    _, once = answer_requests(
+        requests, engine=FakeEngine, warehouse=WarehouseResource(database=str(tmp_path / "once.duckdb")),
+        model_id=MODEL, model_fingerprint="m", chunk_size=4096, retries=0,
+    )  # fmt: skip
+    assert (once.interval_commits, once.interval_commit_seconds) == (0, 0.0)
+
+
 def test_a_commit_interval_of_zero_fails_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     from themis_dagster.errors import ConfigError
     from themis_dagster.settings import Settings

@@ -53,6 +53,10 @@ class AnswerStats:
     sent: int = 0
     chunks: int = 0
     cached_now: int = 0
+    # wall seconds of commits made while the engine worked (its step loop waits for them): the
+    # cost of committing at an interval rather than once per chunk
+    interval_commit_seconds: float = 0.0
+    interval_commits: int = 0
 
     def add(self, other: AnswerStats) -> None:
         """Count ``other``'s answers in these (one asset answering in several calls)."""
@@ -61,6 +65,8 @@ class AnswerStats:
         self.sent += other.sent
         self.chunks += other.chunks
         self.cached_now += other.cached_now
+        self.interval_commit_seconds += other.interval_commit_seconds
+        self.interval_commits += other.interval_commits
 
 
 def answering_metadata(stats: AnswerStats, request_cache: bool) -> dict[str, Any]:
@@ -69,6 +75,8 @@ def answering_metadata(stats: AnswerStats, request_cache: bool) -> dict[str, Any
         "answers_reused": stats.reused,
         "requests_sent": stats.sent,
         "chunks_committed": stats.chunks,
+        "interval_commits": stats.interval_commits,
+        "interval_commit_seconds": round(stats.interval_commit_seconds, 3),
         "request_cache": "on" if request_cache else "off",
     }
 
@@ -148,6 +156,7 @@ class _IntervalCommits:
             self.flush()
 
     def flush(self) -> None:
+        started = time.perf_counter()
         answered = to_frame("responses", self.pending, model=self.model_id, task="").select(_response_columns())
         keys = self.chunk.select("request_id", "_fingerprint", "_repeated")
         rows = answered.join(keys, on="request_id", how="inner").filter(pl.col("_fingerprint").is_not_null())
@@ -157,6 +166,8 @@ class _IntervalCommits:
         self.committed.update(answer.request_id for answer in self.pending)
         self.pending = []
         self.last = time.monotonic()
+        self.stats.interval_commits += 1
+        self.stats.interval_commit_seconds += time.perf_counter() - started
 
 
 def _cache_rows(answered: pl.DataFrame, model_id: str) -> pl.DataFrame:
