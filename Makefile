@@ -55,7 +55,7 @@ system-deps:
 
 # The README's test command: style and types first (ruff, mypy), then the whole suite.
 test: lint system-deps
-	$(BIN)/python -m pytest -ra
+	$(BIN)/python -m pytest -ra --durations=30
 
 test-fast: setup
 	$(BIN)/python -m pytest -ra -m "not engine and not server"
