@@ -21,6 +21,7 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import ModelSpec, is_reasoning_variant, load_models
 from themis_dagster.registry.weights import ResolvedWeights
+from themis_dagster.reports import render_model_report
 from themis_dagster.resources import FakeEngineResource, ThemisConfig
 from themis_dagster.resources.engine import fake_reasoning
 
@@ -84,9 +85,14 @@ def test_thinking_off_child_is_compared_with_its_thinking_parent(tmp_path: Path)
             "AND subset IS NULL",
             [NOT_THINKING, THINKING, TASK],
         ).fetchall()
+        report = render_model_report(conn, THINKING)
     assert replies == {THINKING: ["A"], NOT_THINKING: ["B"]}  # each variant's answer, its reasoning split off
     assert reasoning[THINKING] is True and not reasoning[NOT_THINKING]
     assert leaked == (0,)
     assert rows, "the thinking-off child is compared with its thinking parent"
     assert max(n_pairs for _, _, n_pairs in rows) == n_judged > 0, rows  # paired on the same items
     assert any(difference not in (None, 0.0) for _, difference, _ in rows)  # the effect of thinking is measured
+    # the report sets the shares of refused and unfinished replies beside the task's values
+    summary = report.html[report.html.index('<section id="summary">') : report.html.index('<section id="parent">')]
+    assert "Reasoning unfinished · truncated" in summary
+    assert '<td class="num unfinished">0.0% of ' in summary and '<td class="num refused">0.0% of ' in summary
