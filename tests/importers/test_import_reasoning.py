@@ -88,3 +88,15 @@ def test_imported_reasoning_is_stored_withheld_and_refusals_scored(env: Path, it
     assert metrics["n_answered"] == 3
     assert metrics["reasoning_unfinished_rate"] == pytest.approx(0.25)
     assert any(name.endswith("_answered") and name != "n_answered" for name in metrics)  # scored over answers
+    # imported again, every reply answered: the model declares no reasoning, its replies carry some,
+    # so the shares are still reported (0), not left out
+    path.write_text("item_id,reply,reasoning\n" + "".join(f'{i},"A","{SENTINEL} weighing"\n' for i in item_ids))
+    assert main(["import", "bbq_generate", "--model", "thinking-elsewhere", str(path)]) == 0
+    with duckdb.connect(str(env / "w.duckdb"), read_only=True) as conn:
+        rates = dict(
+            conn.execute(
+                "SELECT metric, value FROM metric_values WHERE model = 'thinking-elsewhere' AND task = 'bbq_generate' "
+                "AND subset IS NULL AND metric IN ('reasoning_unfinished_rate', 'truncated_rate', 'refused_rate')"
+            ).fetchall()
+        )
+    assert rates == {"reasoning_unfinished_rate": 0.0, "truncated_rate": 0.0, "refused_rate": 0.0}
