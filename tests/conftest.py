@@ -24,6 +24,21 @@ def write_overrides(path: Path, overrides: dict[str, dict[str, object]]) -> Path
 
 
 @pytest.fixture
+def import_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """For `themis import` runs: a folder with a fresh Dagster home, warehouse (w.duckdb) and discovered models."""
+    (tmp_path / "dagster_home").mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("THEMIS_WAREHOUSE", str(tmp_path / "w.duckdb"))
+    monkeypatch.setenv("THEMIS_DISCOVERED_MODELS_FILE", str(tmp_path / "discovered.yaml"))
+    return tmp_path
+
+
+def set_task_overrides(folder: Path, monkeypatch: pytest.MonkeyPatch, overrides: dict[str, dict[str, object]]) -> None:
+    """Give tasks these parameters (``THEMIS_TASK_OVERRIDES``) for the runs that follow."""
+    monkeypatch.setenv("THEMIS_TASK_OVERRIDES", str(write_overrides(folder / "overrides.yaml", overrides)))
+
+
+@pytest.fixture
 def warehouse_path(tmp_path: Path) -> Path:
     return tmp_path / "warehouse.duckdb"
 

@@ -14,24 +14,15 @@ from themis_dagster.cli import main
 GPT4O = MIRROR / "iat" / "reference_results" / "gpt4o"
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "dagster_home").mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    monkeypatch.setenv("THEMIS_WAREHOUSE", str(tmp_path / "w.duckdb"))
-    monkeypatch.setenv("THEMIS_DISCOVERED_MODELS_FILE", str(tmp_path / "discovered.yaml"))
-    return tmp_path
-
-
 @requires_mirror
-def test_published_replies_are_imported_and_scored(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_published_replies_are_imported_and_scored(import_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     files = [str(GPT4O / "gpt4o_age_replication.csv"), str(GPT4O / "gpt4o_racism_instruction1.csv")]
     assert main(["import", "iat", "--model", "gpt-4o-sample", *files]) == 0
     assert "(new model)" in capsys.readouterr().out
-    discovered = yaml.safe_load((env / "discovered.yaml").read_text())
+    discovered = yaml.safe_load((import_env / "discovered.yaml").read_text())
     assert discovered["models"][0]["id"] == "gpt-4o-sample"
     assert discovered["models"][0]["source"]["kind"] == "imported"
-    with duckdb.connect(str(env / "w.duckdb"), read_only=True) as conn:
+    with duckdb.connect(str(import_env / "w.duckdb"), read_only=True) as conn:
         counts = conn.execute(
             "SELECT count(*) FROM responses WHERE model = 'gpt-4o-sample' AND task = 'iat'"
         ).fetchone()
@@ -45,21 +36,21 @@ def test_published_replies_are_imported_and_scored(env: Path, capsys: pytest.Cap
     # importing again replaces the rows instead of duplicating them, and keeps the registration
     assert main(["import", "iat", "--model", "gpt-4o-sample", *files]) == 0
     assert "(new model)" not in capsys.readouterr().out
-    with duckdb.connect(str(env / "w.duckdb"), read_only=True) as conn:
+    with duckdb.connect(str(import_env / "w.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM judgments WHERE model = 'gpt-4o-sample'").fetchone() == (100,)
 
 
 @requires_mirror
-def test_bad_file_is_rejected_and_nothing_is_written(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = env / "bad.csv"
+def test_bad_file_is_rejected_and_nothing_is_written(import_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = import_env / "bad.csv"
     bad.write_text("model,category,dataset,response\nx,race,no_such_set,hello\n")
     assert main(["import", "iat", "--model", "someone", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "nothing was written" in err and "bad.csv" in err
-    assert not (env / "w.duckdb").exists()
-    assert not (env / "discovered.yaml").exists()
+    assert not (import_env / "w.duckdb").exists()
+    assert not (import_env / "discovered.yaml").exists()
 
 
-def test_invalid_model_id_is_rejected(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_invalid_model_id_is_rejected(import_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["import", "iat", "--model", "Bad|Id", "x.csv"]) == 2
     assert "invalid model id" in capsys.readouterr().err

@@ -212,20 +212,11 @@ def test_bad_files_name_file_row_and_column(tmp_path: Path) -> None:
         import_predictions(FILES, "no_such_column", lambda items: [])
 
 
-@pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "dagster_home").mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    monkeypatch.setenv("THEMIS_WAREHOUSE", str(tmp_path / "w.duckdb"))
-    monkeypatch.setenv("THEMIS_DISCOVERED_MODELS_FILE", str(tmp_path / "discovered.yaml"))
-    return tmp_path
-
-
-def test_cli_imports_and_scores_through_the_chain(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_imports_and_scores_through_the_chain(import_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["import", "bbq", "--model", "unifiedqa-t5-11b-arc", "--column", ARC, *map(str, FILES)]
     assert main(args) == 0
     assert "into bbq_generate" in capsys.readouterr().out
-    with duckdb.connect(str(env / "w.duckdb"), read_only=True) as conn:
+    with duckdb.connect(str(import_env / "w.duckdb"), read_only=True) as conn:
         rows = conn.execute(
             "SELECT count(*) FROM judgments WHERE model = 'unifiedqa-t5-11b-arc' AND task = 'bbq_generate'"
         ).fetchone()

@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.conftest import MIRROR, requires_mirror
+from tests.conftest import MIRROR, requires_mirror, set_task_overrides
 from themis_dagster.cli import main
 from themis_dagster.importers import ImportValidationError
 from themis_dagster.importers.replies import NO_REPLY, import_task_replies, prompt_text
@@ -103,17 +103,10 @@ def test_loglikelihood_tasks_are_refused(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "dagster_home").mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    monkeypatch.setenv("THEMIS_WAREHOUSE", str(tmp_path / "w.duckdb"))
-    monkeypatch.setenv("THEMIS_DISCOVERED_MODELS_FILE", str(tmp_path / "discovered.yaml"))
-    overrides = tmp_path / "overrides.yaml"
-    overrides.write_text(
-        json.dumps({"langbite_example": {"scenario": english_only(), "n_templates_scope": "requirement"}})
-    )
-    monkeypatch.setenv("THEMIS_TASK_OVERRIDES", str(overrides))
-    return tmp_path
+def env(import_env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    overrides = {"langbite_example": {"scenario": english_only(), "n_templates_scope": "requirement"}}
+    set_task_overrides(import_env, monkeypatch, overrides)
+    return import_env
 
 
 def test_cli_scores_imported_replies_and_replaces_them(env: Path, langbite, capsys: pytest.CaptureFixture[str]) -> None:

@@ -224,6 +224,13 @@ def test_every_wired_task_records_counts_and_excludes_refusals(
         expected
     )
     assert stored[("n_answered", None)][0] == len(expected) - sum(expected)
+    # and per subset: every subset the task's judgments name has its own refusal rate and count
+    subsets = judged_rows.get_column("subset").to_list()
+    assert any(subset is not None for subset in subsets), "no subset: the refusal rate is reported overall only"
+    for subset in {subset for subset in subsets if subset is not None}:
+        flags = [refused for refused, named in zip(expected, subsets, strict=True) if named == subset]
+        assert stored[("refused_rate", subset)][0] == pytest.approx(sum(flags) / len(flags)), subset
+        assert stored[("n_answered", subset)][0] == len(flags) - sum(flags), subset
     # the task's own metrics: what it computes with the detector's marks removed (values as before)
     loaded = load_task(task, SIZES[task])
     judgments = from_frame("judgments", judged_rows, Judgment)

@@ -72,6 +72,7 @@ from themis_dagster.tasks.spec import Item, Judgment, MetricValue
 from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame, to_frame
 from themis_dagster.warehouse.partitions import Write, partition_scope
+from themis_dagster.warehouse.reads import carries_reasoning
 
 # LangBiTe's generated templates are data of a langbite task's items: task_dataset of model|task reads
 # the rows the task's generator (some model) wrote for that task, so it depends on every model's partition
@@ -419,6 +420,7 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     with warehouse.connect() as conn:
         judged_rows = read_upstream_frame(conn, "judgments", key)
         upstream = read_generation(conn, "judgments", key)
+        reasoned = carries_reasoning(conn, key.model, key.task)  # a server or an import split the replies
 
     def task_metrics(rows: pl.DataFrame) -> list[MetricValue]:
         if columnar is not None:  # the judgments a column at a time (columnar/columnar.py)
@@ -436,7 +438,7 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
         marks = {f"{scale.metric}_mark" for scale in task.hooks.marks}  # grades of the published metric only
         values = [*values, *refusal_metrics(judged_rows, values, task_metrics, task.params, marks)]
     if task.spec.request_type in GUARDED and (
-        themis.model(key.model).reasoning is not None or judged_rows["outcome"].is_in(GUARD_OUTCOMES).any()
+        themis.model(key.model).reasoning is not None or reasoned or judged_rows["outcome"].is_in(GUARD_OUTCOMES).any()
     ):  # how many replies the guard withheld (columnar/reply_guard.py)
         values = [*values, *withheld_rates(judged_rows, task.params)]
     del judged_rows

@@ -9,6 +9,12 @@ these columns the file has:
 - ``prompt``: the exact text the task would send (a generation prompt, or a chat request's last
   user message), unique among the task's requests.
 
+A file may also hold the model's reasoning, kept apart from its answer as a reasoning model's
+server returns it: a ``reasoning`` (or ``reasoning_content``) column, stored as the responses'
+``reasoning`` (an empty cell or null: none). The task's parser never reads it: a reply with
+reasoning and an empty answer is withheld as ``reasoning_unfinished`` (``columnar/reply_guard.py``),
+and the refusal detector reads the answer, as it does for the engine's replies (docs/refusals.md).
+
 The task's own ``load_items`` and ``build_requests`` (with its configured parameters) make the
 items and requests, so ``judge`` and ``compute_metrics`` score imported replies exactly like the
 engine's. Items none of whose requests has a reply are left out of the partition; a request of an
@@ -34,6 +40,7 @@ from themis_dagster.tasks.spec import Request, Response
 
 KEY_COLUMNS = ("request_id", "item_id", "prompt")
 REPLY_COLUMNS = ("reply", "response")
+REASONING_COLUMNS = ("reasoning", "reasoning_content")  # the field names reasoning servers return
 IMPORTABLE = ("generate", "chat")
 NO_REPLY = "no imported reply"
 
@@ -115,6 +122,7 @@ def import_task_replies(task: LoadedTask, dataset_files: dict[str, Path], paths:
     index = _Index(requests)
     problems: list[str] = []
     replies: dict[str, str] = {}
+    reasoning: dict[str, str] = {}
     where: dict[str, str] = {}
     for path in paths:
         columns, rows = read_rows(path)
@@ -123,6 +131,7 @@ def import_task_replies(task: LoadedTask, dataset_files: dict[str, Path], paths:
             continue
         key = next((c for c in KEY_COLUMNS if c in columns), None)
         reply_column = next((c for c in REPLY_COLUMNS if c in columns), None)
+        reasoning_column = next((c for c in REASONING_COLUMNS if c in columns), None)
         if key is None:
             problems.append(f"{path}: column request_id, item_id or prompt: missing (columns: {columns})")
         if reply_column is None:
@@ -149,13 +158,16 @@ def import_task_replies(task: LoadedTask, dataset_files: dict[str, Path], paths:
                 continue
             replies[request.request_id] = str(reply)
             where[request.request_id] = f"{path} row {number}"
+            thought = row.get(reasoning_column) if reasoning_column else None
+            if thought is not None and str(thought) != "":
+                reasoning[request.request_id] = str(thought)
     if problems:
         raise ImportValidationError(problems)
     answered_items = {index.by_request[request_id].item_id for request_id in replies}
     kept_items = [item for item in items if item.item_id in answered_items]
     kept_requests = [r for r in requests if r.item_id in answered_items]
     responses = [
-        Response(r.request_id, r.item_id, text=replies[r.request_id])
+        Response(r.request_id, r.item_id, text=replies[r.request_id], reasoning=reasoning.get(r.request_id))
         if r.request_id in replies
         else Response(r.request_id, r.item_id, error=NO_REPLY)
         for r in kept_requests

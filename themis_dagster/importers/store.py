@@ -57,11 +57,12 @@ def store_imported(
     import duckdb
 
     assert isinstance(conn, duckdb.DuckDBPyConnection)
-    # an imported reply is a chat reply's text (or error) and nothing else the engine would record
+    # an imported reply is a chat reply's text (or error) and its reasoning, nothing else the engine would record
     responses = [
-        Response(r.request_id, r.item_id, text=r.text, error=r.error, request_type="chat", finish_reason=finish_reason)
+        Response(r.request_id, r.item_id, text=r.text, error=r.error, request_type="chat", finish_reason=finish_reason,
+                 reasoning=r.reasoning)
         for r in imported.responses
-    ]
+    ]  # fmt: skip
     partition = {"model": model, "task": task}
     frames = {
         "task_items": to_frame("task_items", imported.items, **partition, dataset_sha256=dataset_sha256),

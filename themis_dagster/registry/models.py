@@ -234,10 +234,16 @@ class ModelsFile(_Strict):
         return self
 
 
-def check_variants(models: list[ModelSpec]) -> None:
-    """A mitigation variant's parent is registered in the same file and runs the same model.
+# What a variant declares of its own; every other setting is its parent's.
+VARIANT_OWN = ("id", "description", "parent", "mitigation", "reasoning")
 
-    Only the mitigation may differ, so the comparison with the parent measures the mitigation.
+
+def check_variants(models: list[ModelSpec]) -> None:
+    """A variant's parent is registered in the same file and runs the same model.
+
+    A mitigation variant differs from its parent only in its mitigation; a reasoning variant
+    (thinking on or off, ``is_reasoning_variant``) only in ``reasoning``. So the comparison
+    with the parent measures the mitigation, or the effect of reasoning.
     """
     by_id = {spec.id: spec for spec in models}
     for index, spec in enumerate(models):
@@ -257,24 +263,59 @@ def check_variants(models: list[ModelSpec]) -> None:
             )
 
 
-def inherit_from_parent(data: object) -> object:
-    """Give a mitigation variant that declares no ``source`` every setting of its parent.
+def is_reasoning_variant(spec: ModelSpec, parent: ModelSpec) -> bool:
+    """Whether ``spec`` is ``parent`` with reasoning turned on or off (or budgeted otherwise), and nothing else.
 
-    So a variant is written as ``id``, ``parent`` and ``mitigation`` only; entries the data
-    does not allow are left for validation to report.
+    Such a pair compares the same weights with and without thinking: ``themis compare`` then
+    gives the paired effect of reasoning on every benchmark (docs/reasoning.md).
+    """
+    if spec.parent != parent.id or spec.mitigation is not None or spec.reasoning == parent.reasoning:
+        return False
+    ignored = set(VARIANT_OWN)
+    return spec.model_dump(exclude=ignored) == parent.model_dump(exclude=ignored)
+
+
+def _is_variant(entry: object) -> bool:
+    """A declaration written as a variant: a parent, a mitigation or reasoning of its own, and no source."""
+    return (
+        isinstance(entry, dict)
+        and "parent" in entry
+        and "source" not in entry
+        and ("mitigation" in entry or "reasoning" in entry)
+    )
+
+
+def inherit_from_parent(data: object) -> object:
+    """Give a variant that declares no ``source`` every setting of its parent but its own (``VARIANT_OWN``).
+
+    So a mitigation variant is written as ``id``, ``parent`` and ``mitigation`` only, and a
+    reasoning variant (thinking on or off) as ``id``, ``parent`` and ``reasoning``; a variant's
+    parent may itself be one (thinking off, then a mitigation of that). Entries the data does
+    not allow are left for validation to report.
     """
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
         return data
     entries = data["models"]
     by_id = {entry.get("id"): entry for entry in entries if isinstance(entry, dict)}
-    own = ("id", "description", "parent", "mitigation")
-    merged = []
-    for entry in entries:
-        parent = by_id.get(entry.get("parent")) if isinstance(entry, dict) else None
-        if isinstance(entry, dict) and "mitigation" in entry and "source" not in entry and isinstance(parent, dict):
-            entry = {k: v for k, v in parent.items() if k not in own} | entry
-        merged.append(entry)
-    return data | {"models": merged}
+    resolved: dict[Any, Any] = {}
+
+    def resolve(entry: Any, seen: tuple[Any, ...] = ()) -> Any:
+        if not _is_variant(entry):
+            return entry
+        key = entry.get("id")
+        if key in resolved:
+            return resolved[key]
+        parent = by_id.get(entry.get("parent"))
+        if not isinstance(parent, dict) or key in seen:  # unknown parent or a loop: validation names it
+            return entry
+        inherited = resolve(parent, (*seen, key))
+        merged = {k: v for k, v in inherited.items() if k not in VARIANT_OWN} | entry
+        if "reasoning" not in entry and "reasoning" in inherited:  # a mitigation variant thinks as its parent does
+            merged["reasoning"] = inherited["reasoning"]
+        resolved[key] = merged
+        return merged
+
+    return data | {"models": [resolve(entry) for entry in entries]}
 
 
 def parse_models(data: object, origin: str = "<models>") -> dict[str, ModelSpec]:

@@ -227,7 +227,7 @@ def _parse_failures(conn: duckdb.DuckDBPyConnection, model: str, examples: int) 
     )
     samples = _rows(
         conn,
-        "SELECT task, item_id, outcome, text, error FROM parse_failures WHERE model = ? "
+        "SELECT task, item_id, outcome, text, error, reasoning FROM parse_failures WHERE model = ? "
         "QUALIFY row_number() OVER (PARTITION BY task ORDER BY item_id, request_id) <= ?",
         [model, examples],
     )

@@ -24,6 +24,7 @@ from themis_dagster.reports.data import Ideals, MetricRow, ReportData, RunRecord
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
 from themis_dagster.reports.formatting import MISSING, clip, fmt, fmt_ci, fmt_share, md
 from themis_dagster.reports.lineage import load_lineage, trend_table
+from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, reply_outcomes
 from themis_dagster.reports.summary import corrected_text, family_sections, is_mark, judge_text
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 
@@ -129,7 +130,10 @@ def genderbench_departures(data: ReportData) -> list[dict[str, Any]]:
     return [{"task": task, "settings": sorted(settings)} for task, settings in sorted(by_task.items())]
 
 
-def _subset_sections(data: ReportData, max_subsets: int) -> list[dict[str, Any]]:
+def _subset_sections(
+    data: ReportData, max_subsets: int, outcomes: Mapping[OutcomeKey, ReplyOutcomes]
+) -> list[dict[str, Any]]:
+    """Per task: its subset plot and table, each subset's value beside the share of its replies refused."""
     sections = []
     for task in sorted({row.task for row in data.headline} | {row.task for row in data.subsets}):
         # departures are settings, not measurements: the GenderBench note lists them instead of a plot
@@ -159,11 +163,18 @@ def _subset_sections(data: ReportData, max_subsets: int) -> list[dict[str, Any]]
                 "excludes": plots.excludes(row, data.ideals.get((task, row.metric))),
                 "judge": judge_text(data.judged.get((task, row.metric, row.subset))),
                 "corrected": corrected_text(data.judged.get((task, row.metric, row.subset))),
+                "refused": outcomes[(task, row.subset)].refused_text if (task, row.subset) in outcomes else MISSING,
             }
             for row in sorted(rows, key=lambda r: (r.metric, -(r.value or 0.0), r.subset or ""))
         ]
         sections.append(
-            {"task": task, "img": plots.subset_plot(panels, task, data.ideals), "notes": notes, "rows": table}
+            {
+                "task": task,
+                "img": plots.subset_plot(panels, task, data.ideals),
+                "notes": notes,
+                "rows": table,
+                "has_refusals": any(entry["refused"] != MISSING for entry in table),
+            }
         )
     return sections
 
@@ -206,6 +217,7 @@ def _failure_rows(data: ReportData) -> list[dict[str, Any]]:
                     "item_id": clip(example.get("item_id"), 40),
                     "outcome": clip(example.get("outcome"), 60),
                     "text": clip(example.get("text") if example.get("text") is not None else example.get("error")),
+                    "reasoning": clip(example.get("reasoning")) if example.get("reasoning") is not None else None,
                 }
                 for example in entry.examples
             ],
@@ -303,6 +315,10 @@ def summary_markdown(data: ReportData, ci_label: str = "CI") -> str:
             f"| {fmt(data.ideals.get(key))} | {_rank_text(data, key)} |"
         )
     lines.append("")
+    shares = [outcome for (_, subset), outcome in sorted(reply_outcomes(data.headline).items()) if subset is None]
+    if shares:
+        parts = "; ".join(f"{md(o.task)} refused {o.refused_text}, reasoning {o.unfinished_text}" for o in shares)
+        lines.append(f"Refused and unfinished replies: {parts}.")
     notable = notable_subsets(data)
     if notable:
         lines.append("Notable subsets (interval excludes the ideal, farthest first):")
@@ -366,6 +382,7 @@ def render_model_report(
     has_metrics = bool(data.headline)
     tasks = sorted({row.task for row in data.headline})
     history = data.history + [row for row in data.all_headline if row.model in data.family]
+    outcomes = reply_outcomes([*data.headline, *data.subsets])
     context = {
         "model": model,
         "generated_at": (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC"),
@@ -379,7 +396,7 @@ def render_model_report(
         "cards": _cards(data) if has_metrics else [],
         "headline_rows": _headline_rows(data),
         "families": family_sections(
-            data.headline, data.ideals, {k: _rank_text(data, k) for k in data.ranks}, data.judged
+            data.headline, data.ideals, {k: _rank_text(data, k) for k in data.ranks}, data.judged, outcomes
         ),
         "variant": _variant(data),
         "gb_departures": genderbench_departures(data),
@@ -390,7 +407,7 @@ def render_model_report(
         "trends_known": lineage.trends is not None,
         "trend_img": plots.trend_plot(lineage.trends, model, data.ideals) if lineage.trends else None,
         "headline_img": plots.headline_plot(plotted, data.ideals) if plotted else None,
-        "subset_sections": _subset_sections(data, max_subsets) if has_metrics else [],
+        "subset_sections": _subset_sections(data, max_subsets, outcomes) if has_metrics else [],
         "comparison_img": plots.comparison_plot(model, keys, data.all_headline, data.ideals, max_models)
         if has_metrics
         else None,

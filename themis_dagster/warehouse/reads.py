@@ -19,6 +19,14 @@ def read_partition(conn: duckdb.DuckDBPyConnection, table: str, model: str, task
     return conn.execute(query, [model, task]).pl()
 
 
+def carries_reasoning(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> bool:
+    """Whether some reply of (model, task) carries reasoning: split by the engine, a server or an import."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM responses WHERE model = ? AND task = ? AND reasoning IS NOT NULL)", [model, task]
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def read_by_key(conn: duckdb.DuckDBPyConnection, table: str, key: str, values: list[str]) -> pl.DataFrame:
     """The rows of ``table`` whose ``key`` is one of ``values``, one row per value.
 

@@ -67,9 +67,10 @@ SELECT task, metric, rank, model, value, ci_low, ci_high, n, ideal,
        materialized_at
 FROM leaderboard;
 
--- Judgments that could not be interpreted, with the replies behind them.
+-- Judgments that could not be interpreted, with the replies behind them (and a reasoning model's
+-- reasoning: a reply withheld as reasoning_unfinished has none but its reasoning to show).
 CREATE OR REPLACE VIEW parse_failures AS
-SELECT j.model, j.task, j.item_id, j.subset, j.outcome, r.request_id, r.text, r.error
+SELECT j.model, j.task, j.item_id, j.subset, j.outcome, r.request_id, r.text, r.error, r.reasoning
 FROM judgments j
 LEFT JOIN responses r
   ON r.model = j.model AND r.task = j.task AND (r.item_id = j.item_id OR r.request_id = j.item_id)
@@ -80,7 +81,7 @@ WHERE NOT j.parsed;
 CREATE OR REPLACE VIEW refusals AS
 SELECT j.model, j.task, j.item_id, j.subset, j.outcome, j.parsed,
        j.detail->>'$.refusal_verdict.phrase' AS phrase, j.detail->>'$.refusal_verdict.language' AS language,
-       r.request_id, r.text
+       r.request_id, r.text, r.reasoning
 FROM judgments j
 LEFT JOIN responses r
   ON r.model = j.model AND r.task = j.task AND (r.item_id = j.item_id OR r.request_id = j.item_id)
