@@ -87,22 +87,40 @@ def excludes(row: MetricRow, ideal: float | None) -> bool:
 
 
 @cache
-def palette() -> Any:
-    """A PIL palette image: every colour the figures use, and each blended with white in even steps."""
+def palette() -> tuple[tuple[int, int, int], ...]:
+    """Every colour the figures use, and each blended with white in even steps (white first)."""
     from matplotlib.colors import to_rgb
-    from PIL import Image
 
     colours: list[tuple[int, int, int]] = [(255, 255, 255)]
     for name in (POINT, BIASED, OTHER, THIS, IDEAL, *TEXT_COLOURS):
         rgb = to_rgb(name)
         for step in range(BLEND_STEPS):
             mix = step / BLEND_STEPS  # 0: the colour itself
-            shade = tuple(round(255 * (c + (1.0 - c) * mix)) for c in rgb)
-            if shade not in colours:
-                colours.append(shade)  # type: ignore[arg-type]
-    holder = Image.new("P", (1, 1))
-    holder.putpalette([channel for colour in colours for channel in colour])
-    return holder
+            r, g, b = (round(255 * (c + (1.0 - c) * mix)) for c in rgb)
+            if (r, g, b) not in colours:
+                colours.append((r, g, b))
+    return tuple(colours)
+
+
+def _on_palette(image: Any) -> Any:
+    """``image`` with each pixel the nearest :func:`palette` colour, exactly (a report colour stays itself).
+
+    Why not PIL's ``quantize(palette=...)``: its nearest-colour lookup is approximate, and white
+    came out as (253, 253, 253). A figure has a few thousand distinct colours, so each is matched once.
+    """
+    import numpy as np
+    from PIL import Image
+
+    rgb = np.asarray(image.convert("RGB"), dtype=np.int32)
+    packed = (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
+    distinct, where = np.unique(packed.ravel(), return_inverse=True)
+    distinct_rgb = np.stack([(distinct >> 16) & 255, (distinct >> 8) & 255, distinct & 255], axis=1)
+    colours = np.array(palette(), dtype=np.int32)
+    nearest = ((distinct_rgb[:, None, :] - colours[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+    height, width = packed.shape
+    indexed = Image.frombytes("P", (width, height), nearest[where].astype(np.uint8).tobytes())
+    indexed.putpalette(colours.astype(np.uint8).ravel().tolist())
+    return indexed
 
 
 def png_base64(fig: Figure) -> str:
@@ -113,7 +131,7 @@ def png_base64(fig: Figure) -> str:
     fig.savefig(drawn, format="png", dpi=DPI, facecolor="white")  # constrained layout: no tight bbox pass
     drawn.seek(0)
     with Image.open(drawn) as image:
-        small = image.convert("RGB").quantize(palette=palette(), dither=Image.Dither.NONE)
+        small = _on_palette(image)
     packed = io.BytesIO()
     small.save(packed, format="PNG", optimize=True)
     return base64.b64encode(packed.getvalue()).decode("ascii")
