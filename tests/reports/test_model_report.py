@@ -11,6 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.reports.full_warehouse import MODEL as FULL_MODEL
+from tests.reports.full_warehouse import build_full_warehouse
 from themis_dagster.reports import (
     checkpoint_family,
     known_models,
@@ -166,12 +168,26 @@ def test_report_has_every_section_and_model(report) -> None:
 
 def test_report_embeds_images_self_contained(report) -> None:
     images = _images(report.html)
-    # headline, two subset plots, comparison, checkpoints, timeline, and the checkpoint trend
-    # of the family fam-step-100 / fam-step-200 (the checkpoint_trends view)
-    assert len(images) == 7
+    # headline, two subset plots, comparison, timeline, and the checkpoint trend of the family
+    # fam-step-100 / fam-step-200 (the checkpoint_trends view), which stands for the checkpoint figure
+    assert len(images) == 6
     assert all(image.startswith("iVBORw0KGgo") for image in images)  # PNG signature
     assert "<link" not in report.html and "<script" not in report.html.lower()
     assert "http://" not in report.html and "https://" not in report.html
+
+
+def test_a_full_warehouse_report_is_one_file_under_a_megabyte(tmp_path: Path) -> None:
+    """Every declared task and metric, 16 models, 300 subsets on one task: still one shareable file."""
+    path = build_full_warehouse(tmp_path / "full.duckdb")
+    with duckdb.connect(str(path), read_only=True) as connection:
+        full = render_model_report(connection, FULL_MODEL, explorer_url="http://127.0.0.1:8501/")
+    size = len(full.html.encode("utf-8"))
+    assert size < 1_000_000, f"{size:,} bytes"
+    images = _images(full.html)
+    assert images and all(image.startswith("iVBORw0KGgo") for image in images)
+    assert f'href="http://127.0.0.1:8501/model?model={FULL_MODEL}"' in full.html
+    assert "The figures draw the 12 metrics farthest from their ideal" in full.html
+    assert "holistic_bias-group-299" in full.html  # the tables keep every subset
 
 
 def test_report_numbers_are_formatted(report) -> None:

@@ -12,8 +12,9 @@ module adds three small operations beside the engines instead of changing them:
   on one generated token, greedy);
 - :func:`chat_text` -- the exact text the model sees for a user message (its chat template).
 
-Implemented for the in-process vLLM engine (``VLLMEngine``) and the fake engine; others
-(``vllm-server``, ``openai``) raise :class:`NotSupportedError` naming the engine. When the
+Implemented for the in-process vLLM engine (``VLLMEngine``), the fake engine and, over HTTP, the
+OpenAI-compatible engine of ``vllm-server`` and API models (``engines/openai/inspection.py``); what a
+server cannot give, and any other engine, raise :class:`NotSupportedError` saying so. When the
 engines are split further, each of these belongs on the engine as a method (an engine that
 can answer them implements ``TokenInspector``); callers would not change.
 """
@@ -91,9 +92,13 @@ def _implementation(engine: Engine) -> Any:
         return _FakeInspector(inner)
     if type(inner).__name__ == "VLLMEngine":
         return _VLLMInspector(inner)
+    if type(inner).__name__ == "OpenAICompatibleEngine":  # a running vllm-server, or a model behind an API
+        from themis_dagster.engines.openai.inspection import OpenAIInspector
+
+        return OpenAIInspector(inner)
     raise NotSupportedError(
         f"the {getattr(inner.info, 'engine', type(inner).__name__)} engine does not expose token log-probabilities "
-        "here (in-process vLLM and the fake engine do)"
+        "here (in-process vLLM, the fake engine and the OpenAI-compatible engine do)"
     )
 
 

@@ -9,8 +9,10 @@ idle for ``THEMIS_UI_ENGINE_IDLE_S`` seconds (default 120), as soon as another s
 pool, or when the app's process ends. A slot left by an app process that died is freed by the
 next one that asks (its pid is gone: ``runs/owner.py``).
 
-Models behind an API are answered over HTTP and load nothing here: they take no slot.
-The engine is the one ``THEMIS_ENGINE`` names, from the engine registry
+Models behind an API, the ``openai`` engine and a ``vllm-server`` already running for the model
+are answered over HTTP and load nothing on this host's devices: they take no slot
+(:func:`needs_slot`). A ``vllm-server`` that is not running yet is started on a device, so it
+takes the slot as the in-process engine does. The engine is the one ``THEMIS_ENGINE`` names, from the engine registry
 (``resources/engine_registry.py``): the playground is no second inference stack.
 """
 
@@ -78,6 +80,17 @@ def dagster_instance() -> Any:
     if shipped.is_file() and not target.exists():
         target.write_text(shipped.read_text())
     return DagsterInstance.get()
+
+
+def needs_slot(spec: ModelSpec, settings: Settings) -> bool:
+    """Whether answering ``spec`` would put an engine on this host's devices (then it takes an ``engine`` slot)."""
+    if isinstance(spec.source, ApiSource) or settings.engine == "openai":
+        return False
+    if settings.engine == "vllm-server":
+        from themis_dagster.engines.vllm.server import VLLMServerManager
+
+        return not VLLMServerManager(settings.server_state_dir).running(spec.id)
+    return True
 
 
 @dataclass
@@ -214,7 +227,7 @@ class EngineSlot:
         from themis_dagster.registry.weights import resolve_weights
         from themis_dagster.resources.engine_registry import engine_resource
 
-        claimed = not isinstance(spec.source, ApiSource)
+        claimed = needs_slot(spec, settings)
         if claimed:
             self._claim(wait_s, on_wait, sleep)
         try:

@@ -1,8 +1,10 @@
 """Playground: chat with a registered model, score completions token by token, see the next token's top k.
 
-Requests go through the platform's engine (``THEMIS_ENGINE``, from the engine registry),
-which the playground builds only while it holds a slot of the ``engine`` pool runs take
-(``engine_slot``); while runs hold every slot it waits and says so. "Ask again" links from the
+Requests go through the platform's engine (``THEMIS_ENGINE``, from the engine registry; the
+OpenAI-compatible engine for a running ``vllm-server`` and API models). An engine that loads on
+this host's devices is built only while the playground holds a slot of the ``engine`` pool runs
+take (``engine_slot``); while runs hold every slot it waits and says so. What an engine cannot
+give (an API without log-probabilities) is said on the page, not raised. "Ask again" links from the
 drill-down open here with the stored request (``?model=...&task=...&request=...``).
 """
 
@@ -16,9 +18,10 @@ import pandas as pd
 import streamlit as st
 
 from themis_dagster.engines import inspection
+from themis_dagster.engines.openai.errors import LoglikelihoodUnsupportedError
 from themis_dagster.exchange import ChatMessage, GenerationParams, Request
 from themis_dagster.explorer import data, ui
-from themis_dagster.explorer.engine_slot import EngineBusyError, shared_slot
+from themis_dagster.explorer.engine_slot import EngineBusyError, needs_slot, shared_slot
 from themis_dagster.registry.models import ApiSource, ModelSpec
 
 WAIT_S = 30.0
@@ -86,8 +89,8 @@ def _with_engine(spec: ModelSpec, action: Any) -> Any:
     except EngineBusyError as error:
         notice.warning(str(error))
         return None
-    except inspection.NotSupportedError as error:
-        notice.warning(str(error))
+    except (inspection.NotSupportedError, LoglikelihoodUnsupportedError) as error:
+        notice.warning(f"Not available for {spec.id}: {redact_secrets(str(error), spec)}")
         return None
     except Exception as error:  # noqa: BLE001 - an engine's failure is the reader's to see, without its secrets
         notice.error(redact_secrets(f"{type(error).__name__}: {error}", spec))
@@ -261,8 +264,8 @@ def next_token_tab(spec: ModelSpec) -> None:
 def render() -> None:
     ui.header(
         "Playground",
-        "Ask a registered model through the platform's engine. The engine is loaded only while "
-        "no run holds the accelerator (the engine pool runs take).",
+        "Ask a registered model through the platform's engine: in process, a running vllm-server or "
+        "an API. An engine is loaded here only while no run holds the accelerator (the engine pool runs take).",
     )
     models = ui.registry()
     if not models:
@@ -277,7 +280,11 @@ def render() -> None:
     spec = models[model]
     stored = _stored(model)
     source = spec.source
-    engine_name = "HTTP (OpenAI-compatible API)" if isinstance(source, ApiSource) else ui.settings().engine
+    settings = ui.settings()
+    engine_name = "HTTP (OpenAI-compatible API)" if isinstance(source, ApiSource) else settings.engine
+    slot_needed = needs_slot(spec, settings)
+    if settings.engine == "vllm-server" and not isinstance(source, ApiSource):
+        engine_name += " (running: no engine slot needed)" if not slot_needed else " (not running: started in a slot)"
     key_note = ""
     if isinstance(source, ApiSource):
         key_note = f" · API key from ${source.api_key_env}" if source.api_key_env else " · no API key"
@@ -288,9 +295,7 @@ def render() -> None:
     slot = shared_slot()
     loaded = slot.loaded()
     status = st.columns([3, 1])
-    status[0].caption(
-        f"Warm engine: {loaded or 'none'}" + ("" if isinstance(source, ApiSource) else f" · {_pool_state(slot)}")
-    )
+    status[0].caption(f"Warm engine: {loaded or 'none'}" + (f" · {_pool_state(slot)}" if slot_needed else ""))
     if loaded and status[1].button("Release the engine", key="release"):
         slot.release()
         st.rerun()

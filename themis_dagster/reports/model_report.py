@@ -30,6 +30,8 @@ from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NOTABLE_PER_METRIC = 3
+PLOTTED_METRICS = 12  # panels per figure: the report stays one file under 1 MB with every task (docs/reports.md)
+MODELS_PER_METRIC = 5  # rows per (task, metric) in the "compared with other models" table
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,24 @@ def _ci_label(runs: Sequence[RunRecord]) -> str:
 
 def _keys(rows: Sequence[MetricRow]) -> list[tuple[str, str]]:
     return sorted({(row.task, row.metric) for row in rows})
+
+
+def _departure(row: MetricRow, ideal: float | None) -> float:
+    """How far the value lies from the ideal in interval widths (no ideal or no value: -1, drawn last)."""
+    if ideal is None or row.value is None:
+        return -1.0
+    width = (row.ci_high - row.ci_low) if row.ci_low is not None and row.ci_high is not None else 0.0
+    return abs(row.value - ideal) / max(width, 1e-9)
+
+
+def plotted_keys(data: ReportData, plotted: Sequence[MetricRow], limit: int = PLOTTED_METRICS) -> list[tuple[str, str]]:
+    """The (task, metric)s the figures draw: the ``limit`` farthest from their ideal, in task order.
+
+    Why: one panel per metric of every task made a full report's figures several megabytes; the
+    summary tables above them list every metric, and the explorer draws any of them.
+    """
+    ranked = sorted(plotted, key=lambda row: (-_departure(row, data.ideals.get((row.task, row.metric))), row.task))
+    return sorted({(row.task, row.metric) for row in ranked[:limit]})
 
 
 def notable_subsets(
@@ -130,10 +150,15 @@ def genderbench_departures(data: ReportData) -> list[dict[str, Any]]:
     return [{"task": task, "settings": sorted(settings)} for task, settings in sorted(by_task.items())]
 
 
+<<<<<<< HEAD
 def _subset_sections(
     data: ReportData, max_subsets: int, outcomes: Mapping[OutcomeKey, ReplyOutcomes]
 ) -> list[dict[str, Any]]:
     """Per task: its subset plot and table, each subset's value beside the share of its replies refused."""
+=======
+def _subset_sections(data: ReportData, max_subsets: int, drawn: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Per task: every subset value in a table, and a figure of the metrics among ``drawn`` (:func:`plotted_keys`)."""
+>>>>>>> ui26
     sections = []
     for task in sorted({row.task for row in data.headline} | {row.task for row in data.subsets}):
         # departures are settings, not measurements: the GenderBench note lists them instead of a plot
@@ -145,7 +170,7 @@ def _subset_sections(
         if not rows:
             continue  # the summary tables already show the task; no empty subsection for it
         panels = []
-        for metric in sorted({row.metric for row in rows}):
+        for metric in sorted({row.metric for row in rows if (task, row.metric) in drawn}):
             ideal = data.ideals.get((task, metric))
             panels.append(plots.cap_subsets([r for r in rows if r.metric == metric], ideal, max_subsets))
         notes = [
@@ -179,8 +204,8 @@ def _subset_sections(
     return sections
 
 
-def _comparison_rows(data: ReportData) -> list[dict[str, Any]]:
-    """Every model's headline value on this model's (task, metric)s, closest to the ideal first."""
+def _comparison_rows(data: ReportData, per_metric: int = MODELS_PER_METRIC) -> list[dict[str, Any]]:
+    """Per (task, metric) of this model: the ``per_metric`` models closest to the ideal, and this model."""
     keys = set(_keys(data.headline))
     rows = [row for row in data.all_headline if (row.task, row.metric) in keys and row.value is not None]
 
@@ -189,6 +214,11 @@ def _comparison_rows(data: ReportData) -> list[dict[str, Any]]:
         distance = abs((row.value or 0.0) - ideal) if ideal is not None else -(row.value or 0.0)
         return (row.task, row.metric, distance, row.model)
 
+    shown: list[MetricRow] = []
+    for row in sorted(rows, key=order):
+        placed = sum(1 for kept in shown if (kept.task, kept.metric) == (row.task, row.metric))
+        if placed < per_metric or row.model == data.model:
+            shown.append(row)
     return [
         {
             "task": row.task,
@@ -199,7 +229,7 @@ def _comparison_rows(data: ReportData) -> list[dict[str, Any]]:
             "n": f"{row.n:,}",
             "this": row.model == data.model,
         }
-        for row in sorted(rows, key=order)
+        for row in shown
     ]
 
 
@@ -363,14 +393,16 @@ def render_model_report(
     ideals: Ideals | None = None,
     related: Sequence[str] | None = None,
     max_subsets: int = 25,
-    max_models: int = 25,
+    max_models: int = 10,
     now: datetime | None = None,
+    explorer_url: str | None = None,
 ) -> ModelReport:
     """Render ``model``'s report from the warehouse behind ``conn`` (only read).
 
     ``ideals`` adds or overrides {(task, metric): ideal}; otherwise they come from the task
     specs recorded in evaluation_runs and from the leaderboard. ``related`` lists the model's
     checkpoints; by default :func:`checkpoint_family` finds them among the warehouse's models.
+    ``explorer_url`` (the explorer app, ``themis ui``) adds links to the model's pages there.
     """
     family = list(related) if related is not None else checkpoint_family(model, known_models(conn))
     data = load_report_data(conn, model, ideals=ideals, family=family)
@@ -378,7 +410,9 @@ def render_model_report(
     ci_label = _ci_label(data.runs)
     # GenderBench marks are letters in the summary tables, never points on an axis
     plotted = [row for row in data.headline if not is_mark(row.metric)]
-    keys = _keys(plotted)
+    keys = plotted_keys(data, plotted)
+    drawn = [row for row in plotted if (row.task, row.metric) in keys]
+    trends = [row for row in lineage.trends or [] if (str(row["task"]), str(row["metric"])) in keys]
     has_metrics = bool(data.headline)
     tasks = sorted({row.task for row in data.headline})
     history = data.history + [row for row in data.all_headline if row.model in data.family]
@@ -403,16 +437,26 @@ def render_model_report(
         "comparisons": lineage.comparisons,
         "baselines": lineage.baselines,
         "trend_family": lineage.family,
-        "trend_rows": trend_table(lineage.trends, model) if lineage.trends else [],
+        "trend_rows": trend_table(trends, model) if trends else [],
         "trends_known": lineage.trends is not None,
+<<<<<<< HEAD
         "trend_img": plots.trend_plot(lineage.trends, model, data.ideals) if lineage.trends else None,
         "headline_img": plots.headline_plot(plotted, data.ideals) if plotted else None,
         "subset_sections": _subset_sections(data, max_subsets, outcomes) if has_metrics else [],
+=======
+        "trend_img": plots.trend_plot(trends, model, data.ideals) if trends else None,
+        "headline_img": plots.headline_plot(drawn, data.ideals) if drawn else None,
+        "plotted": len(keys),
+        "plottable": len(_keys(plotted)),
+        "explorer": explorer_url.rstrip("/") if explorer_url else None,
+        "subset_sections": _subset_sections(data, max_subsets, keys) if has_metrics else [],
+>>>>>>> ui26
         "comparison_img": plots.comparison_plot(model, keys, data.all_headline, data.ideals, max_models)
         if has_metrics
         else None,
+        # the trend figure draws the same family by step (with its tests): no second checkpoint figure
         "checkpoint_img": plots.checkpoint_plot(model, data.family, keys, history, data.ideals)
-        if has_metrics and len(data.family) > 1
+        if has_metrics and len(data.family) > 1 and not trends
         else None,
         "timeline_img": plots.timeline_plot(model, keys, data.history, data.ideals) if has_metrics else None,
         "comparison_rows": _comparison_rows(data) if has_metrics else [],
