@@ -150,15 +150,14 @@ def genderbench_departures(data: ReportData) -> list[dict[str, Any]]:
     return [{"task": task, "settings": sorted(settings)} for task, settings in sorted(by_task.items())]
 
 
-<<<<<<< HEAD
 def _subset_sections(
-    data: ReportData, max_subsets: int, outcomes: Mapping[OutcomeKey, ReplyOutcomes]
+    data: ReportData,
+    max_subsets: int,
+    drawn: Sequence[tuple[str, str]],
+    outcomes: Mapping[OutcomeKey, ReplyOutcomes],
 ) -> list[dict[str, Any]]:
-    """Per task: its subset plot and table, each subset's value beside the share of its replies refused."""
-=======
-def _subset_sections(data: ReportData, max_subsets: int, drawn: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
-    """Per task: every subset value in a table, and a figure of the metrics among ``drawn`` (:func:`plotted_keys`)."""
->>>>>>> ui26
+    """Per task: every subset value in a table beside the share of its replies refused, and a figure of
+    the metrics among ``drawn`` (:func:`plotted_keys`)."""
     sections = []
     for task in sorted({row.task for row in data.headline} | {row.task for row in data.subsets}):
         # departures are settings, not measurements: the GenderBench note lists them instead of a plot
@@ -439,18 +438,12 @@ def render_model_report(
         "trend_family": lineage.family,
         "trend_rows": trend_table(trends, model) if trends else [],
         "trends_known": lineage.trends is not None,
-<<<<<<< HEAD
-        "trend_img": plots.trend_plot(lineage.trends, model, data.ideals) if lineage.trends else None,
-        "headline_img": plots.headline_plot(plotted, data.ideals) if plotted else None,
-        "subset_sections": _subset_sections(data, max_subsets, outcomes) if has_metrics else [],
-=======
         "trend_img": plots.trend_plot(trends, model, data.ideals) if trends else None,
         "headline_img": plots.headline_plot(drawn, data.ideals) if drawn else None,
         "plotted": len(keys),
         "plottable": len(_keys(plotted)),
         "explorer": explorer_url.rstrip("/") if explorer_url else None,
-        "subset_sections": _subset_sections(data, max_subsets, keys) if has_metrics else [],
->>>>>>> ui26
+        "subset_sections": _subset_sections(data, max_subsets, keys, outcomes) if has_metrics else [],
         "comparison_img": plots.comparison_plot(model, keys, data.all_headline, data.ideals, max_models)
         if has_metrics
         else None,
