@@ -193,12 +193,21 @@ def test_bold_reports_its_judged_metrics_beside_the_judges_calibration(
 
 @pytest.mark.engine
 @requires_mirror
-def test_real_engine_default_model_as_regard_judge(tmp_path: Path, instance: DagsterInstance) -> None:
-    """The default model labels the 301 regard texts through the real engine; its kappa is stored, whatever it is."""
+def test_real_engine_default_model_as_regard_judge(
+    tmp_path: Path, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default model labels regard texts through the real engine; its kappa is stored, whatever it is.
+
+    The dev and test splits (90 texts) keep the suite's time down; ``make run`` calibrates on all 301.
+    """
+    import functools
     import time
 
+    from themis_dagster.judging.calibration_sets import load_regard
     from themis_dagster.resources import VLLMResource
+    from themis_dagster.tasks import calibration
 
+    monkeypatch.setattr(calibration, "load_regard", functools.partial(load_regard, ("dev", "test")))
     warehouse = tmp_path / "w.duckdb"
     resources = make_resources(warehouse) | {"engine": VLLMResource()}
     instance.add_dynamic_partitions(MODELS_PARTITION, [JUDGE])
@@ -211,7 +220,7 @@ def test_real_engine_default_model_as_regard_judge(tmp_path: Path, instance: Dag
         kappa = conn.execute(
             "SELECT value, ci_low, ci_high, n FROM judge_calibration_metrics WHERE metric = 'kappa'"
         ).fetchone()
-    assert sum(count for _, count in labels) == 301
+    assert sum(count for _, count in labels) == 90
     assert kappa is not None and kappa[3] > 0, "some answers are readable"
     print(f"real-engine regard calibration: {elapsed:.0f} s, labels {dict(labels)}, kappa {kappa}")
 
