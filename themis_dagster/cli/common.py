@@ -33,9 +33,10 @@ def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[s
     """(judge model, calibration set) of every calibrated question a task's judge asks, in task order, once each.
 
     A task whose parameters name a ``judge_model`` and whose judge declares calibration sets
-    (``tasks/calibration.py``: BOLD's regard question on ``regard``) contributes one pair per set.
+    (``tasks/calibration.py``: BOLD's regard question on ``regard``, a user's set declared for one of
+    its questions) contributes one pair per set.
     """
-    from themis_dagster.tasks.calibration import CalibratedJudge
+    from themis_dagster.tasks.calibration import CalibratedJudge, sets_checking
     from themis_dagster.tasks.loader import load_overrides, load_task
 
     overrides = load_overrides(settings.task_overrides_file)
@@ -44,7 +45,7 @@ def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[s
         task = load_task(name, overrides.get(name))
         judge = task.second_opinion
         if task.judge_model and isinstance(judge, CalibratedJudge):
-            for calibration_set in judge.calibration_sets.values():
+            for calibration_set in sets_checking(name, judge, settings).values():
                 if (task.judge_model, calibration_set) not in pairs:
                     pairs.append((task.judge_model, calibration_set))
     return pairs
