@@ -179,3 +179,12 @@ def test_bold_with_three_judges_on_the_fake_engine(tmp_path: Path, instance: Dag
     expected = judges_fleiss_kappa([d["regard_votes"] for d in details], ["positive", "negative", "neutral"])
     assert metrics["regard_judges_kappa", None] == (pytest.approx(expected.value), len(details))
     assert judged == (f"majority of {FIRST}, {SECOND}, {THIRD}", "uncalibrated judge")
+
+
+def test_themis_run_calibrates_every_judge_of_the_panel(tmp_path: Path) -> None:
+    from themis_dagster.cli.common import judge_calibrations
+    from themis_dagster.settings import Settings
+
+    overrides = write_overrides(tmp_path / "o.yaml", {"bold": {"judge_model": FIRST, "panel_judges": [SECOND, THIRD]}})
+    pairs = judge_calibrations(Settings(task_overrides_file=overrides), ["bold"])
+    assert pairs == [(FIRST, "regard"), (SECOND, "regard"), (THIRD, "regard")]
