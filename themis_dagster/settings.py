@@ -38,6 +38,7 @@ class Settings(BaseModel):
         ""  # accelerators this host lends runs, one run's engine each ("0,1,2,3"; themis_dagster/runs/devices.py)
     )
     task_overrides_file: Path | None = None
+    calibration_sets_file: Path = PROJECT_ROOT / "data" / "calibration_sets.yaml"  # users' own calibration sets
     request_cache: bool = True  # reuse answers by request fingerprint (and resume killed runs)
     request_chunk_size: int = Field(default=4096, ge=1)  # requests sent to the engine at a time
     commit_interval_s: float = Field(default=10.0, gt=0)  # answers committed at least this often during inference
@@ -65,6 +66,7 @@ class Settings(BaseModel):
             "engine": "THEMIS_ENGINE",
             "devices": "THEMIS_DEVICES",
             "task_overrides_file": "THEMIS_TASK_OVERRIDES",
+            "calibration_sets_file": "THEMIS_CALIBRATION_SETS",
             "request_cache": "THEMIS_REQUEST_CACHE",
             "request_chunk_size": "THEMIS_REQUEST_CHUNK_SIZE",
             "commit_interval_s": "THEMIS_COMMIT_INTERVAL_S",

@@ -88,3 +88,15 @@ def test_an_older_warehouse_without_judged_metrics_still_reports(tmp_path: Path)
         )
     with duckdb.connect(str(path), read_only=True) as conn:
         assert load_report_data(conn, MODEL).judged == {}
+
+
+def test_leaderboard_shows_the_corrected_value_beside_the_judged_one(warehouse: Path) -> None:
+    from themis_dagster.reports.leaderboard_page import RegisteredModel, render_leaderboard
+
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        html = render_leaderboard(conn, [RegisteredModel(MODEL)]).html
+    assert '<div class="corrected">corrected 0.250 (0.100 – 0.400)</div>' in html
+    assert '<div class="corrected">no corrected value: uncalibrated judge</div>' in html
+    assert f"judge {JUDGE} · kappa 0.120 (0.050 – 0.190) on regard" in html  # in the cell's title
+    assert "corrected 0.350" not in html  # subsets are not on the leaderboard
+    assert html.count('class="corrected"') == 3  # the three judged headline values, not negative_disparity

@@ -68,7 +68,7 @@ from themis_dagster.tasks.calibration import CalibratedJudge
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.refusals.outcome import marked as refusals_marked
 from themis_dagster.tasks.refusals.outcome import refusal_metrics
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue
+from themis_dagster.tasks.spec import Item, JudgePanel, Judgment, MetricValue
 from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame, to_frame
 from themis_dagster.warehouse.partitions import Write, partition_scope
@@ -308,17 +308,25 @@ def _second_opinion(
     Called only for a task that declares a ``SecondOpinion`` whose judge model its params
     name (LangBiTe's useLLMEval): only then may this stage load an engine, the judge
     model's (the evaluated model's is no longer needed), and only for questions the request
-    cache has no answer to.
+    cache has no answer to. A ``JudgePanel`` with more judges (BOLD's ``panel_judges``) has
+    each of them asked the same questions in turn.
     """
     opinion, judge_model = task.second_opinion, task.judge_model
     assert opinion is not None and judge_model, "only for tasks that declare a second opinion"
     asks: list[Request] = opinion.requests(judged, task.params)
     if not asks:
         return judged, 0, AnswerStats()
-    spec = themis.model(judge_model)
-    answerer = answerer_for(spec, themis.weights(spec), themis=themis, engine=engine, warehouse=warehouse)
-    replies, stats = answerer.answer(asks, retries=task.params.retries())
-    return opinion.apply(judged, asks, replies, task.params), len(asks), stats
+    panel = opinion.judges(task.params) if isinstance(opinion, JudgePanel) else (judge_model,)
+    answers: dict[str, list[Response]] = {}
+    stats = AnswerStats()
+    for judge in panel:  # one engine at a time; each judge's answers under its own fingerprint
+        spec = themis.model(judge)
+        answerer = answerer_for(spec, themis.weights(spec), themis=themis, engine=engine, warehouse=warehouse)
+        answers[judge], judge_stats = answerer.answer(asks, retries=task.params.retries())
+        stats.add(judge_stats)
+    if isinstance(opinion, JudgePanel):
+        return opinion.apply_panel(judged, asks, answers, task.params), len(asks) * len(panel), stats
+    return opinion.apply(judged, asks, answers[judge_model], task.params), len(asks), stats
 
 
 def _judged_by_chunks(

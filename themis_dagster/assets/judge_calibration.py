@@ -32,12 +32,17 @@ from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseReso
 from themis_dagster.stats import Estimate, Resampling
 from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement
 from themis_dagster.tasks.calibration import (
-    CALIBRATED_QUESTIONS,
     CalibratedJudge,
+    JudgeQuestion,
+    calibrated_questions,
     check_judge_labels,
+    judge_labels,
     load_calibration_set,
+    sets_checking,
+    standalone_judge,
 )
 from themis_dagster.tasks.loader import LoadedTask
+from themis_dagster.tasks.spec import TaskInputs, TaskParams
 from themis_dagster.warehouse.frames import rows_frame
 from themis_dagster.warehouse.partitions import Write, replace_rows
 from themis_dagster.warehouse.reads import table_exists
@@ -53,6 +58,19 @@ def calibrated_judge(task: LoadedTask) -> CalibratedJudge:
     if not isinstance(judge, CalibratedJudge):
         raise ConfigError(f"task {task.name!r}: its SECOND_OPINION cannot be calibrated (no CalibratedJudge methods)")
     return judge
+
+
+def question_judge(themis: ThemisConfig, question: JudgeQuestion) -> tuple[CalibratedJudge, TaskParams, TaskInputs]:
+    """The judge that answers ``question``, the params it is asked and resampled with, and where datasets are.
+
+    A task's judge comes with the task's params (its overrides applied); a standalone judge
+    (the refusal judge) with its own.
+    """
+    if question.task is None:
+        judge = standalone_judge(question.kind)
+        return judge, judge.params, themis.task_inputs()
+    task = themis.task(question.task)
+    return calibrated_judge(task), task.params, task.inputs
 
 
 def _estimate_row(metric: str, estimate: Estimate, label: str | None = None) -> dict[str, Any]:
@@ -92,19 +110,16 @@ def judge_calibration(
 ) -> AssetResult:
     key = judge_and_set(context)
     spec = themis.model(key.judge)  # an unknown judge fails here, before any engine
-    question = CALIBRATED_QUESTIONS[key.calibration_set]
-    task = themis.task(question.task)
-    judge = calibrated_judge(task)
+    question = calibrated_questions()[key.calibration_set]
+    judge, params, inputs = question_judge(themis, question)
+    datasets_dir, cache_dir = inputs.directories()
     calibration = load_calibration_set(
-        key.calibration_set,
-        datasets_dir=task.inputs.directories()[0],
-        cache_dir=task.inputs.directories()[1],
-        allow_download=themis.allow_downloads,
+        key.calibration_set, datasets_dir=datasets_dir, cache_dir=cache_dir, allow_download=themis.allow_downloads
     )
     check_judge_labels(judge, question.kind, calibration)  # a mismatched label set fails before any engine
-    asks = judge.calibration_requests(question.kind, calibration.rows, task.params)
+    asks = judge.calibration_requests(question.kind, calibration.rows, params)
     answerer = answerer_for(spec, themis.weights(spec), themis=themis, engine=engine, warehouse=warehouse)
-    replies, answering = answerer.answer(asks, retries=task.params.retries())
+    replies, answering = answerer.answer(asks, retries=params.retries())
     now = datetime.now(UTC).replace(tzinfo=None)
     partition = {"judge": key.judge, "calibration_set": key.calibration_set, "run_id": context.run_id,
                  "materialized_at": now}  # fmt: skip
@@ -122,9 +137,9 @@ def judge_calibration(
             [row["judge_label"] for row in readable],
             calibration.labels,
             resampling=Resampling(
-                n_resamples=task.params.bootstrap_resamples,
-                confidence=task.params.confidence,
-                seed=task.params.seed,
+                n_resamples=params.bootstrap_resamples,
+                confidence=params.confidence,
+                seed=params.seed,
             ),
         )
         if readable
@@ -144,7 +159,7 @@ def judge_calibration(
             ROW_COUNT: labels_frame.height,
             "judge": key.judge,
             "calibration_set": calibration.name,
-            "question": f"{question.task}:{question.kind}",
+            "question": f"{question.task or 'judge'}:{question.kind}",
             "source": calibration.source,
             "license": calibration.license,
             "calibration_sha256": MetadataValue.json(list(calibration.sha256)),
@@ -187,12 +202,16 @@ def read_calibration(conn: Any, judge: str, calibration_set: str, labels: tuple[
 
 
 def calibrations_for(warehouse: WarehouseResource, task: LoadedTask) -> dict[str, JudgeCalibration | None]:
-    """Per question kind of the task's judge, the judge's stored calibration (None: not calibrated)."""
+    """Per question kind of the task's judge, the judge's stored calibration (None: not calibrated).
+
+    Which set checks which kind: ``sets_checking``.
+    """
     judge_model, judge = task.judge_model, task.second_opinion
     if judge_model is None or not isinstance(judge, CalibratedJudge):
         return {}
+    checking = sets_checking(task.name, judge)
     with warehouse.connect() as conn:
         return {
-            kind: read_calibration(conn, judge_model, name, judge.labels(kind))
-            for kind, name in sorted(judge.calibration_sets.items())
+            kind: read_calibration(conn, judge_model, name, judge_labels(judge, kind, name))
+            for kind, name in sorted(checking.items())
         }

@@ -33,10 +33,12 @@ def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[s
     """(judge model, calibration set) of every calibrated question a task's judge asks, in task order, once each.
 
     A task whose parameters name a ``judge_model`` and whose judge declares calibration sets
-    (``tasks/calibration.py``: BOLD's regard question on ``regard``) contributes one pair per set.
+    (``tasks/calibration.py``: BOLD's regard question on ``regard``, a user's set declared for one of
+    its questions) contributes one pair per judge (its ``judge_model`` and any ``panel_judges``) and set.
     """
-    from themis_dagster.tasks.calibration import CalibratedJudge
+    from themis_dagster.tasks.calibration import CalibratedJudge, sets_checking
     from themis_dagster.tasks.loader import load_overrides, load_task
+    from themis_dagster.tasks.spec import JudgePanel
 
     overrides = load_overrides(settings.task_overrides_file)
     pairs: list[tuple[str, str]] = []
@@ -44,9 +46,11 @@ def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[s
         task = load_task(name, overrides.get(name))
         judge = task.second_opinion
         if task.judge_model and isinstance(judge, CalibratedJudge):
-            for calibration_set in judge.calibration_sets.values():
-                if (task.judge_model, calibration_set) not in pairs:
-                    pairs.append((task.judge_model, calibration_set))
+            judges = judge.judges(task.params) if isinstance(judge, JudgePanel) else (task.judge_model,)
+            for model in judges:
+                for calibration_set in sets_checking(name, judge, settings).values():
+                    if (model, calibration_set) not in pairs:
+                        pairs.append((model, calibration_set))
     return pairs
 
 

@@ -15,10 +15,10 @@ from typing import Any
 import duckdb
 
 from themis_dagster import __version__
-from themis_dagster.reports.data import MetricRow, _metric_rows, _rows
+from themis_dagster.reports.data import JudgedRow, MetricRow, _metric_rows, _rows, judged_rows
 from themis_dagster.reports.formatting import MISSING
 from themis_dagster.reports.model_report import _environment, report_dirname
-from themis_dagster.reports.summary import FAMILIES, benchmark_family, summary_row
+from themis_dagster.reports.summary import FAMILIES, benchmark_family, corrected_text, judge_text, summary_row
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,28 @@ def _first(rank: tuple[int, int] | None) -> bool:
     return rank is not None and rank[0] == 1 and rank[1] > 1
 
 
-def _cell(row: MetricRow | None, ideal: float | None, rank: tuple[int, int] | None) -> dict[str, Any]:
+def _cell(
+    row: MetricRow | None, ideal: float | None, rank: tuple[int, int] | None, judged: JudgedRow | None = None
+) -> dict[str, Any]:
+    """One model's value of one metric; a judged metric also shows its corrected value (or why there is none)."""
     if row is None:
         return {"value": MISSING, "tone": "none", "mark": None, "sql": None, "rank": "", "title": "not evaluated"}
     shown = summary_row(row, ideal)
     shown["rank"] = f"#{rank[0]}" if rank is not None and rank[1] > 1 else ""
-    shown["title"] = f"{shown['verdict']} · CI {shown['ci']} · n {shown['n']}"
+    judge = f" · {judge_text(judged)}" if judged is not None else ""
+    shown["title"] = f"{shown['verdict']} · CI {shown['ci']} · n {shown['n']}{judge}"
+    shown["corrected"] = corrected_text(judged)
     return shown
+
+
+def _judged_headlines(conn: duckdb.DuckDBPyConnection, models: Sequence[str]) -> dict[tuple[str, str, str], JudgedRow]:
+    """Each model's judged headline values (subset NULL) by (model, task, metric)."""
+    return {
+        (model, task, metric): judged
+        for model in models
+        for (task, metric, subset), judged in judged_rows(conn, model).items()
+        if subset is None
+    }
 
 
 def render_leaderboard(
@@ -83,7 +98,7 @@ def render_leaderboard(
     for model in sorted({row.model for row in headline} - set(known)):
         known[model] = RegisteredModel(model, registered=False)
     models = sorted(known)
-    all_ideals, ranks = _ideals(conn, ideals), _ranks(conn)
+    all_ideals, ranks, judged = _ideals(conn, ideals), _ranks(conn), _judged_headlines(conn, models)
     by_key = {(row.model, row.task, row.metric): row for row in headline}
     overview: list[dict[str, Any]] = []
     for model in models:
@@ -117,7 +132,13 @@ def render_leaderboard(
             if not any((model, t, m) in by_key for t, m in columns):
                 continue
             cells = [
-                _cell(by_key.get((model, t, m)), all_ideals.get((t, m)), ranks.get((model, t, m))) for t, m in columns
+                _cell(
+                    by_key.get((model, t, m)),
+                    all_ideals.get((t, m)),
+                    ranks.get((model, t, m)),
+                    judged.get((model, t, m)),
+                )
+                for t, m in columns
             ]
             table.append({"model": model, "href": entry["href"], "cells": cells})
         sections.append(

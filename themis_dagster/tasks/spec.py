@@ -197,6 +197,29 @@ class SecondOpinion(Protocol):
 
 
 @runtime_checkable
+class JudgePanel(Protocol):
+    """A ``SecondOpinion`` that several registered judges may answer (BOLD's ``panel_judges``).
+
+    The judgments stage asks every judge of ``judges(params)`` the same ``requests``, each
+    with its own engine and request cache, and hands all their answers to ``apply_panel``.
+    """
+
+    def judges(self, params: Any) -> tuple[str, ...]:
+        """Every judge's registered model id, ``judge_model(params)`` first."""
+        ...
+
+    def apply_panel(
+        self,
+        judgments: list[Judgment],
+        requests: list[Request],
+        responses: Mapping[str, list[Response]],
+        params: Any,
+    ) -> list[Judgment]:
+        """The judgments re-decided with every judge's answers (``responses`` by judge, in request order)."""
+        ...
+
+
+@runtime_checkable
 class Resend(Protocol):
     """An optional step of the responses stage: requests sent again because their replies could not be judged.
 

@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from themis_dagster.exchange import GenerationParams
 from themis_dagster.tasks.spec import Item, ModelId, TaskParams, distinct
+
+# What the judge model may answer to each of its questions (``second_opinion.py``).
+JUDGE_ANSWERS = {"regard": ("positive", "negative", "neutral"), "toxicity": ("non-toxic", "toxic")}
 
 Domain = Literal["gender", "race", "profession", "political_ideology", "religious_ideology"]
 DOMAINS: tuple[Domain, ...] = ("gender", "race", "profession", "political_ideology", "religious_ideology")
@@ -43,11 +46,43 @@ class Params(TaskParams):
         "are not computed and stay NULL).",
     )
     judge_max_tokens: int = Field(default=8, ge=1, le=64, description="New tokens of each judge answer.")
+    panel_judges: tuple[ModelId, ...] = Field(
+        default=(),
+        description="More registered models asked judge_model's questions about the same continuations: their "
+        "agreement with it (Fleiss' kappa per question) is reported, and with judge_verdict 'majority' their "
+        "majority label is the verdict.",
+    )
+    judge_verdict: Literal["judge_model", "majority"] = Field(
+        default="judge_model",
+        description="Whose label counts: judge_model's, or the majority of judge_model and panel_judges (a tie is "
+        "no verdict, left out like an unreadable answer).",
+    )
 
     @field_validator("domains")
     @classmethod
     def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return distinct(value, "domains must not repeat, got {values}")
+
+    @model_validator(mode="after")
+    def _panel(self) -> Params:
+        """A panel needs a first judge, distinct members, and a majority needs at least three judges."""
+        if self.panel_judges and self.judge_model is None:
+            raise ValueError("panel_judges: needs judge_model, the judge the panel sits beside")
+        distinct(self.judges(), "panel_judges: judge_model and panel_judges must not repeat, got {values}")
+        if self.judge_verdict == "majority" and len(self.judges()) < 3:
+            raise ValueError(
+                f"judge_verdict: 'majority' needs at least three judges (judge_model and two panel_judges), "
+                f"got {list(self.judges())}"
+            )
+        return self
+
+    def judges(self) -> tuple[str, ...]:
+        """Every judge asked, judge_model first (none without judge_model)."""
+        return () if self.judge_model is None else (self.judge_model, *self.panel_judges)
+
+    def registered_models(self) -> dict[str, str]:
+        """The panel's judges must be registered, checked before any engine starts (judge_model is checked too)."""
+        return {f"panel_judges[{i}]": judge for i, judge in enumerate(self.panel_judges)}
 
 
 def read_domain(path: Path, domain: str) -> list[tuple[str, str, str]]:

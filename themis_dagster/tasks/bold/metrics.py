@@ -33,7 +33,9 @@ from themis_dagster.judging.correction import (
     disparity as corrected_gap,
 )
 from themis_dagster.stats import Resampling
+from themis_dagster.stats.agreement import judges_fleiss_kappa
 from themis_dagster.stats.misclassification import GroupCorrection, corrected_shares_by_group
+from themis_dagster.tasks.bold.data import JUDGE_ANSWERS
 from themis_dagster.tasks.measures import Binary, Ratio
 from themis_dagster.tasks.scoring import metric_by_subset
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
@@ -47,6 +49,8 @@ JUDGED = {
     "positive_regard_share": ("regard", "positive"),
     "toxicity_rate": ("toxicity", "toxic"),
 }
+# Agreement among several judges on each question (BOLD's panel_judges), by metric.
+PANEL_AGREEMENT = {"regard_judges_kappa": "regard", "toxicity_judges_kappa": "toxicity"}
 JUDGED_DISPARITIES = {
     "negative_regard_disparity": ("regard", "negative"),
     "positive_regard_disparity": ("regard", "positive"),
@@ -151,8 +155,24 @@ def compute_metrics(judgments: list[Judgment], params: TaskParams) -> list[Metri
     for metric, (key, label) in JUDGED_DISPARITIES.items():
         judged = any(j.detail.get(key) is not None for j in judgments)
         rows += disparity_metrics(metric, label, judgments, params, key) if judged else not_computed(metric)
+    for metric, kind in PANEL_AGREEMENT.items():
+        rows += panel_agreement(metric, kind, judgments, params)
     rows += metric_by_subset("unparsed_rate", judgments, lambda j: 0.0 if j.parsed else 1.0, params)[:1]
     return rows
+
+
+def panel_agreement(metric: str, kind: str, judgments: list[Judgment], params: TaskParams) -> list[MetricValue]:
+    """Fleiss' kappa of the judges (``judge_model`` and ``panel_judges``) on question ``kind``, over the
+    continuations every judge answered readably, with a bootstrap CI over them; NULL without a panel.
+
+    ``stats.agreement.judges_fleiss_kappa`` (statsmodels): Fleiss (1971), ``kappa = (P_bar - P_e) / (1 - P_e)``.
+    """
+    ratings = [j.detail[f"{kind}_votes"] for j in judgments if j.parsed and f"{kind}_votes" in j.detail]
+    if not ratings:
+        return not_computed(metric)
+    resampling = Resampling(params.bootstrap_resamples, params.confidence, params.seed)
+    estimate = judges_fleiss_kappa(ratings, JUDGE_ANSWERS[kind], resampling=resampling)
+    return [MetricValue(None, metric, estimate.value, estimate.ci_low, estimate.ci_high, estimate.n)]
 
 
 def paired_disparity(label: str) -> Ratio:

@@ -19,8 +19,9 @@ from typing import Any
 
 from themis_dagster.judging.calibration_sets import CalibrationRow
 from themis_dagster.judging.correction import JudgeCalibration, JudgedValue
+from themis_dagster.stats.agreement import majority_verdict
 from themis_dagster.tasks.bold import metrics
-from themis_dagster.tasks.bold.data import Params
+from themis_dagster.tasks.bold.data import JUDGE_ANSWERS, Params
 from themis_dagster.tasks.bold.judge import MAX_CHARS
 from themis_dagster.tasks.rendering import TemplatedChat, render
 from themis_dagster.tasks.spec import Judgment, MetricValue, Request, Response
@@ -28,7 +29,7 @@ from themis_dagster.tasks.spec import Judgment, MetricValue, Request, Response
 QUESTIONS = {"regard": "bold_regard", "toxicity": "bold_toxicity"}
 # The calibration set that checks each question's labels (tasks/calibration.py); toxicity has none.
 CALIBRATION_SETS = {"regard": "regard"}
-ANSWERS = {"regard": ("positive", "negative", "neutral"), "toxicity": ("non-toxic", "toxic")}
+ANSWERS = JUDGE_ANSWERS
 # The earliest answer word; at one position the longer word first ("non-toxic" before "toxic"),
 # one linear scan (a list of every match would be quadratic on a long hostile reply).
 _FIRST_ANSWER = {
@@ -112,12 +113,34 @@ class RegardToxicityJudge:
     ) -> list[JudgedValue]:
         if params.judge_model is None:
             return []
+        if params.judge_verdict == "majority":  # each judge's calibration measures that judge, not the majority
+            return metrics.judged_values(judgments, values, params, "majority of " + ", ".join(params.judges()), {})
         return metrics.judged_values(judgments, values, params, params.judge_model, calibrations)
+
+    def judges(self, params: Params) -> tuple[str, ...]:
+        return params.judges()
 
     def apply(
         self, judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Params
     ) -> list[Judgment]:
-        by_id = {response.request_id: response for response in responses}
+        assert params.judge_model is not None, "asked only with a judge_model"
+        return self.apply_panel(judgments, requests, {params.judge_model: responses}, params)
+
+    def apply_panel(
+        self,
+        judgments: list[Judgment],
+        requests: list[Request],
+        responses: Mapping[str, list[Response]],
+        params: Params,
+    ) -> list[Judgment]:
+        """Each continuation's regard and toxicity: judge_model's label, or with ``judge_verdict`` 'majority'
+        the panel's majority label (``stats.agreement.majority_verdict``: a tie or no readable vote is None).
+
+        With a panel, every judge's label is kept (``<kind>_votes``, in ``params.judges()`` order) for
+        the agreement metrics; the reply kept is judge_model's.
+        """
+        judges = params.judges()
+        by_judge = {judge: {r.request_id: r for r in responses[judge]} for judge in judges}
         updated = []
         for judgment in judgments:
             if not judgment.parsed:
@@ -125,11 +148,21 @@ class RegardToxicityJudge:
                 continue
             detail: dict[str, Any] = dict(judgment.detail)
             for kind in QUESTIONS:
-                reply = by_id.get(f"{judgment.item_id}:{kind}")
-                text = None if reply is None or reply.error is not None else reply.text
-                detail[kind] = read_answer(kind, text)
-                detail[f"{kind}_reply"] = (text or "")[:200]
-                detail[f"{kind}_status"] = "judged" if detail[kind] is not None else "unreadable judge answer"
+                texts = [_reply_text(by_judge[judge].get(f"{judgment.item_id}:{kind}")) for judge in judges]
+                votes = [read_answer(kind, text) for text in texts]
+                detail[kind] = majority_verdict(votes) if params.judge_verdict == "majority" else votes[0]
+                detail[f"{kind}_reply"] = (texts[0] or "")[:200]
+                detail[f"{kind}_status"] = "judged" if detail[kind] is not None else _unjudged(params)
+                if len(judges) > 1:
+                    detail[f"{kind}_votes"] = votes
             detail["judge_model"] = params.judge_model
             updated.append(replace(judgment, detail=detail))
         return updated
+
+
+def _reply_text(reply: Response | None) -> str | None:
+    return None if reply is None or reply.error is not None else reply.text
+
+
+def _unjudged(params: Params) -> str:
+    return "no majority among the judges" if params.judge_verdict == "majority" else "unreadable judge answer"
