@@ -297,6 +297,28 @@ def test_chat_and_generate(served: dict[str, Any]) -> None:
 
 
 @pytest.mark.engine
+def test_the_playground_inspects_the_running_server(served: dict[str, Any]) -> None:
+    """The playground's three views on a running vllm serve: per-token scores that add up to the engine's
+    loglikelihood of the same CrowS-Pairs sentences, the chat template's text, and a ranked next token."""
+    from themis_dagster.engines import inspection
+
+    engine = served["engine"]
+    answers = engine.loglikelihood([Request.loglikelihood(c, x) for c, x in CASES[:3]])
+    for (context, continuation), answer in zip(CASES[:3], answers, strict=True):
+        scored = inspection.token_logprobs(engine, context, continuation, top_k=5)
+        # a prompt alone vs in a batch, cold vs warm prefix cache: bf16 sums move (0.2 nats, as above)
+        assert scored.logprob == pytest.approx(answer.logprob, abs=0.2)
+        assert len(scored.tokens) == answer.n_continuation_tokens
+        assert "".join(t.token for t in scored.tokens).strip() == continuation.strip()
+        assert all(t.rank is not None and t.rank >= 1 for t in scored.tokens)
+    chat = inspection.chat_text(engine, [{"role": "user", "content": "Say hi."}])
+    assert "Say hi." in chat and chat != "Say hi."
+    ranked = inspection.next_tokens(engine, chat, 5, templated=True)
+    assert len(ranked) == 5 and ranked == sorted(ranked, key=lambda pair: -pair[1])
+    assert 0 < sum(math.exp(lp) for _, lp in ranked) <= 1.0 + 1e-6
+
+
+@pytest.mark.engine
 def test_throughput(served: dict[str, Any]) -> None:
     engine = served["engine"]
     sentences = [f"Person number {i} went to the market and bought {i % 7 + 1} apples." for i in range(200)]
