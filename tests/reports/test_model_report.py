@@ -197,9 +197,8 @@ def test_report_numbers_are_formatted(report) -> None:
     assert "1.250" in html and "0.031" in html
     assert "95% CI" in html  # from the recorded confidence
     assert "1 of 2" in html  # task_b bias: closer to 0 than other-model's 0.2
-    assert (
-        html.count('<td class="num">2 of 3</td>') == 2
-    )  # task_a score and gap: other-model is closer, fam-step-100 farther
+    # task_a score and gap: other-model is closer, fam-step-100 farther (the rank is the row's last cell)
+    assert len(re.findall(r"<td>2 of 3(?:</tr>|<td class=\"num refused\">)", html)) == 2
     assert "20 more subsets not shown" in html  # 30 subsets, cap 10
     assert "All 31 subset values of task_a" in html
 
@@ -335,3 +334,16 @@ def test_real_warehouse_report(tmp_path: Path) -> None:
     (CHECK_DIR / "summary.md").write_text(report.markdown, encoding="utf-8")
     assert report.has_metrics and models[0] in report.html
     assert len(_images(report.html)) >= 2
+
+
+def test_the_configuration_every_task_shares_is_printed_once() -> None:
+    """Sections equal in every run go to one block, each task keeps its own; an unreadable run shares nothing."""
+    from themis_dagster.reports.model_report import shared_config, text_content
+
+    a = {"engine": {"dtype": "bf16"}, "model": {"id": "m"}, "task_params": {"limit": 8}}
+    b = {"engine": {"dtype": "bf16"}, "model": {"id": "m"}, "task_params": {"limit": 16}}
+    assert shared_config([a, b]) == {"engine": {"dtype": "bf16"}, "model": {"id": "m"}}
+    assert shared_config([a]) == {} and shared_config([a, b, None]) == {}
+    assert shared_config([a, {**b, "engine": {"dtype": "fp32"}}]) == {"model": {"id": "m"}}
+    command = "themis sql \"a = 'x' AND b < 2 & c\""
+    assert str(text_content(command)) == "themis sql \"a = 'x' AND b &lt; 2 &amp; c\""

@@ -60,7 +60,7 @@ def report(tmp_path_factory: pytest.TempPathFactory):
 
 def _summary_row(html: str, task: str, metric: str) -> str:
     summary = html[html.index('<section id="summary">') : html.index('<section id="parent">')]
-    match = re.search(rf"<tr><td class=\"wrap\">{task}</td><td class=\"wrap\">{metric}.*?</tr>", summary, re.S)
+    match = re.search(rf"<tr><td>{task}<td>{metric}<.*?</tr>", summary, re.S)
     assert match, (task, metric)
     return match.group(0)
 
@@ -82,9 +82,9 @@ def test_task_without_replies_shows_no_rate(report) -> None:
 def test_refusal_rate_per_subset(report) -> None:
     html = report.html
     subsets = html[html.index('<section id="subsets">') : html.index('<section id="models">')]
-    assert '<th class="num">Refused</th>' in subsets
-    assert '<td class="num refused">20.0% of 20</td>' in subsets  # age
-    assert '<td class="num refused">5.0% of 20</td>' in subsets  # gender
+    assert "<th>Refused</th>" in subsets
+    assert re.search(r"<td>age<td>[^<]+<td>[^<]+<td>[^<]+<td>[^<]+<td>20\.0% of 20(?:<tr|\s)", subsets)
+    assert re.search(r"<td>gender<td>[^<]+<td>[^<]+<td>[^<]+<td>[^<]+<td>5\.0% of 20(?:<tr|\s)", subsets)
 
 
 def test_reasoning_beside_the_example_reply(report) -> None:

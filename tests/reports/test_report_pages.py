@@ -15,11 +15,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from markupsafe import escape
 
 from themis_dagster.reports import render_model_report, save_model_report
 from themis_dagster.reports.data import MetricRow
 from themis_dagster.reports.leaderboard_page import RegisteredModel, render_leaderboard, save_leaderboard
+from themis_dagster.reports.model_report import text_content
 from themis_dagster.reports.summary import benchmark_family, drilldown_command, mark_letter, verdict
 from themis_dagster.warehouse.schema import ensure_schema
 
@@ -145,7 +145,7 @@ def test_a_table_per_benchmark_family_with_verdicts_and_drilldowns(warehouses: t
     assert '<span class="mark mark-B">B</span>' in html and '<span class="mark mark-A">A</span>' in html
     assert "biased: above ideal" in html and "consistent with ideal" in html
     command = drilldown_command(FAIR, "bbq", "s_dis")
-    assert str(escape(command)) in html
+    assert str(text_content(command)) in html  # the quotes as typed: element text needs no quote escaping
     assert "Parent: <strong>smol</strong>" in html and "system_prompt" in html
 
 
