@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from themis_dagster.engines.inspection import NotSupportedError, ScoredTokens, TokenScore
 from themis_dagster.engines.openai.client import UNSUPPORTED_STATUSES
 from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
 from themis_dagster.engines.openai.errors import LoglikelihoodUnsupportedError, RequestFailedError
 from themis_dagster.engines.openai.logprobs import move_trailing_spaces
 from themis_dagster.engines.openai.payloads import echo_payload, prompt_logprobs_payload
+from themis_dagster.engines.token_scores import NotSupportedError, ScoredTokens, TokenScore
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.exchange import ChatMessage
 
