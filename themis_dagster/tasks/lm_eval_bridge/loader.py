@@ -41,16 +41,20 @@ def quiet() -> Iterator[None]:
     """lm-eval and datasets log at INFO/WARNING and draw progress bars; hush them while we call them."""
     import datasets
 
-    loggers = [logging.getLogger(name) for name in _QUIET_LOGGERS]
-    levels = [logger.level for logger in loggers]
+    # setLevel clears the cache of every logger in the process: only loggers not hushed yet are touched,
+    # so a nested or repeated hush costs nothing.
+    loud = [
+        (logger, logger.level) for logger in map(logging.getLogger, _QUIET_LOGGERS) if logger.level != logging.ERROR
+    ]
     bars = datasets.is_progress_bar_enabled()
-    for logger in loggers:
+    for logger, _ in loud:
         logger.setLevel(logging.ERROR)
-    datasets.disable_progress_bars()
+    if bars:
+        datasets.disable_progress_bars()
     try:
         yield
     finally:
-        for logger, level in zip(loggers, levels, strict=True):
+        for logger, level in loud:
             logger.setLevel(level)
         if bars:
             datasets.enable_progress_bars()

@@ -255,8 +255,12 @@ def judge(
 ) -> list[Judgment]:
     """Per doc: lm-eval's filters and ``process_results`` on the engine's answers; never raises on odd output."""
     by_id = {response.request_id: response for response in responses}
-    with loader.quiet():
-        task = build_task(params, {}, inputs)
+    with loader.quiet():  # once for the whole partition: each hush costs a pass over every logger
+        return _judge_quietly(items, by_id, params, build_task(params, {}, inputs))
+
+
+def _judge_quietly(items: list[Item], by_id: dict[str, Response], params: Params, task: Task) -> list[Judgment]:
+    """``judge``'s loop, run inside one ``loader.quiet()``."""
     ensembles = {ensemble.name: ensemble for ensemble in getattr(task, "_filters", [])}
     name = params.filter_name or next(iter(ensembles), "none")
     ensemble = ensembles.get(name)
@@ -270,17 +274,15 @@ def judge(
             continue
         doc = instances[0].doc
         try:
-            with loader.quiet():
-                if ensemble is not None:
-                    ensemble.apply(instances)
-                filtered = [inst.filtered_resps[name] if ensemble else inst.resps[0] for inst in instances]
+            if ensemble is not None:
+                ensemble.apply(instances)
+            filtered = [inst.filtered_resps[name] if ensemble else inst.resps[0] for inst in instances]
         except Exception as failure:  # noqa: BLE001 - a task's filter must not sink the partition
             detail = {"doc_id": doc_id, "error": f"{type(failure).__name__}: {failure}"[:500]}
             out.append(Judgment(item.item_id, item.subset, "filter_error", None, False, detail))
             continue
         try:
-            with loader.quiet():
-                metrics = task.process_results(doc, filtered)
+            metrics = task.process_results(doc, filtered)
             if not isinstance(metrics, dict):
                 raise TypeError(f"process_results returned {type(metrics).__name__}, not a dict")
         except Exception as failure:  # noqa: BLE001 - task code meeting an odd reply
