@@ -26,6 +26,7 @@ from themis_dagster.assets.answering import answerer_for, answering_metadata
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, model_asset
 from themis_dagster.assets.stage import preview
 from themis_dagster.errors import ConfigError
+from themis_dagster.judging.calibration_sets import XSTEST_LABELS
 from themis_dagster.judging.correction import JudgeCalibration
 from themis_dagster.partitions import judge_and_set, judge_calibration_partitions
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
@@ -215,3 +216,11 @@ def calibrations_for(warehouse: WarehouseResource, task: LoadedTask) -> dict[str
             kind: read_calibration(conn, judge_model, name, judge_labels(judge, kind, name))
             for kind, name in sorted(checking.items())
         }
+
+
+def refusal_calibration(warehouse: WarehouseResource, judge: str) -> JudgeCalibration | None:
+    """A task's refusal judge (``refusal_judge_model``) as stored on XSTest (None: not calibrated there)."""
+    from themis_dagster.tasks.refusals.judged import CALIBRATION_SET
+
+    with warehouse.connect() as conn:
+        return read_calibration(conn, judge, CALIBRATION_SET, XSTEST_LABELS)

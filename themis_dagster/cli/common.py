@@ -34,10 +34,12 @@ def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[s
 
     A task whose parameters name a ``judge_model`` and whose judge declares calibration sets
     (``tasks/calibration.py``: BOLD's regard question on ``regard``, a user's set declared for one of
-    its questions) contributes one pair per judge (its ``judge_model`` and any ``panel_judges``) and set.
+    its questions) contributes one pair per judge (its ``judge_model`` and any ``panel_judges``) and set;
+    a task's ``refusal_judge_model`` the pair (that model, ``xstest``).
     """
     from themis_dagster.tasks.calibration import CalibratedJudge, sets_checking
     from themis_dagster.tasks.loader import load_overrides, load_task
+    from themis_dagster.tasks.refusals.judged import CALIBRATION_SET as REFUSAL_SET
     from themis_dagster.tasks.spec import JudgePanel
 
     overrides = load_overrides(settings.task_overrides_file)
@@ -51,6 +53,9 @@ def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[s
                 for calibration_set in sets_checking(name, judge, settings).values():
                     if (model, calibration_set) not in pairs:
                         pairs.append((model, calibration_set))
+        refusal_judge = task.params.refusal_judge_model
+        if refusal_judge and (refusal_judge, REFUSAL_SET) not in pairs:  # the refusal judge, on XSTest
+            pairs.append((refusal_judge, REFUSAL_SET))
     return pairs
 
 
