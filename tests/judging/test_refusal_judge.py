@@ -219,3 +219,35 @@ def test_themis_run_calibrates_a_tasks_refusal_judge_on_xstest(tmp_path: Path) -
     assert judge_calibrations(settings, ["bbq_generate", "iat", "crows_pairs"]) == [(JUDGE, "xstest")]
     plain = Settings(task_overrides_file=write_overrides(tmp_path / "p.yaml", {"bbq_generate": {"limit": 3}}))
     assert judge_calibrations(plain, ["bbq_generate"]) == []
+
+
+def test_themis_leaderboard_prints_a_ranked_judged_value_beside_its_corrected_one(tmp_path: Path) -> None:
+    import io
+
+    from themis_dagster.cli.common import print_leaderboard
+
+    warehouse, now = tmp_path / "w.duckdb", datetime(2026, 1, 1)
+    with duckdb.connect(str(warehouse)) as conn:
+        ensure_schema(conn)
+        for task, metric, value in (("t", "refused_rate", 0.6), ("t", "accuracy", 0.9)):
+            conn.execute(
+                "INSERT INTO leaderboard (task, metric, rank, model, value, n, ideal, materialized_at) "
+                "VALUES (?, ?, 1, 'm', ?, 10, 0.0, ?)",
+                [task, metric, value, now],
+            )
+    plain = io.StringIO()
+    print_leaderboard(warehouse, plain)
+    assert "corrected" not in plain.getvalue() and "refused_rate" in plain.getvalue()  # nothing judged: as before
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute(
+            "INSERT INTO judged_metrics (model, task, subset, metric, judge, calibration_set, kappa, value, "
+            "corrected, corrected_ci_low, corrected_ci_high, n_calibration, run_id, materialized_at) "
+            "VALUES ('m', 't', NULL, 'refused_rate', 'j', 'xstest', 0.7, 0.6, 0.71428, 0.5, 0.9, 20, 'r', ?)",
+            [now],
+        )
+    out = io.StringIO()
+    print_leaderboard(warehouse, out)
+    lines = {line.split()[1]: line.split() for line in out.getvalue().splitlines()[1:]}
+    assert "corrected" in out.getvalue().splitlines()[0]
+    assert lines["refused_rate"][9:13] == ["j", "0.7143", "0.5", "0.9"]
+    assert lines["accuracy"][9] in ("None", "NaN")  # not judged: no judge, no correction
