@@ -28,6 +28,8 @@ from themis_dagster.judging.correction import UNCALIBRATED, JudgeCalibration
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
+from themis_dagster.reports.data import load_report_data
+from themis_dagster.reports.model_report import summary_markdown
 from themis_dagster.resources import FakeEngineResource
 from themis_dagster.stats import Estimate
 from themis_dagster.tasks.loader import check_registered_models, load_task
@@ -208,6 +210,11 @@ def test_bbq_generate_with_a_refusal_judge_on_the_fake_engine(tmp_path: Path, in
     assert low <= corrected <= high
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM judged_metrics WHERE subset IS NULL").fetchone() == (1,)
+        report = load_report_data(conn, JUDGE)
+    # the model report's refused share carries the judge's correction and kappa beside it
+    summary = summary_markdown(report)
+    assert "bbq_generate refused 66.7% of 21 · corrected 0.810 (" in summary
+    assert f"judge {JUDGE} · kappa 0.700 (0.400 – 0.900) on xstest, 20 readable answers" in summary
 
 
 def test_themis_run_calibrates_a_tasks_refusal_judge_on_xstest(tmp_path: Path) -> None:
