@@ -23,6 +23,7 @@ from themis_dagster.assets import evaluation_assets
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
+from themis_dagster.explorer.data import refusals
 from themis_dagster.judging.calibration_sets import XSTEST_LABELS
 from themis_dagster.judging.correction import UNCALIBRATED, JudgeCalibration
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
@@ -211,6 +212,10 @@ def test_bbq_generate_with_a_refusal_judge_on_the_fake_engine(tmp_path: Path, in
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM judged_metrics WHERE subset IS NULL").fetchone() == (1,)
         report = load_report_data(conn, JUDGE)
+        shown = refusals(conn, JUDGE).set_index(["task", "metric"])
+    # the explorer's Refusals table: the judge and the corrected value beside the judged rate
+    assert shown.loc[("bbq_generate", "refused_rate"), "corrected"].startswith("corrected 0.810 (")
+    assert shown.loc[("bbq_generate", "refused_rate"), "judge"].startswith(f"judge {JUDGE} · kappa 0.700")
     # the model report's refused share carries the judge's correction and kappa beside it
     summary = summary_markdown(report)
     assert "bbq_generate refused 66.7% of 21 · corrected 0.810 (" in summary
