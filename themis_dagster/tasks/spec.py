@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, runtime_checkable
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from themis_dagster.exchange import GenerationParams, RequestType
 
@@ -70,6 +70,15 @@ class TaskParams(BaseModel):
         description="A registered model that decides which replies refuse (XSTest's classifier question), in place "
         "of the phrase-list detector; refused_rate is then also reported corrected for its errors on XSTest.",
     )
+
+    @model_serializer(mode="wrap")
+    def _without_unset_refusal_judge(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``refusal_judge_model`` key while none is named: the recorded parameters of every task that
+        asks no refusal judge stay what they were, so the re-evaluation schedule sees nothing changed."""
+        data: dict[str, Any] = handler(self)
+        if data.get("refusal_judge_model", "") is None:
+            del data["refusal_judge_model"]
+        return data
 
     def retries(self) -> int:
         """How often failed requests are re-sent (a task may derive it, e.g. LangBiTe's nRetries)."""
