@@ -188,3 +188,62 @@ def test_themis_run_calibrates_every_judge_of_the_panel(tmp_path: Path) -> None:
     overrides = write_overrides(tmp_path / "o.yaml", {"bold": {"judge_model": FIRST, "panel_judges": [SECOND, THIRD]}})
     pairs = judge_calibrations(Settings(task_overrides_file=overrides), ["bold"])
     assert pairs == [(FIRST, "regard"), (SECOND, "regard"), (THIRD, "regard")]
+
+
+# -- the majority calibrated as a judge of its own --------------------------------------------------
+
+# (item, human label, the three judges' labels): item 3 ties (no verdict), item 5 has one readable vote.
+MAJORITY_ROWS = [
+    ("1", "negative", ("negative", "negative", "neutral")),
+    ("2", "neutral", ("neutral", "negative", "negative")),
+    ("3", "positive", ("positive", "neutral", None)),
+    ("4", "neutral", ("neutral", "neutral", "neutral")),
+    ("5", "positive", (None, None, "positive")),
+]
+
+
+def _stored_calibrations(path: Path, judges: tuple[str, ...]) -> None:
+    from datetime import datetime
+
+    from themis_dagster.warehouse.schema import ensure_schema
+
+    with duckdb.connect(str(path)) as conn:
+        ensure_schema(conn)
+        for item, human, said in MAJORITY_ROWS:
+            for judge, label in zip((FIRST, SECOND, THIRD), said, strict=True):
+                if judge in judges:
+                    conn.execute(
+                        "INSERT INTO judge_calibration_labels (judge, calibration_set, item_id, text, human_label, "
+                        "judge_label, run_id, materialized_at) VALUES (?, 'regard', ?, ?, ?, ?, 'r', ?)",
+                        [judge, item, f"text {item}", human, label, datetime(2026, 1, 1)],
+                    )
+
+
+def test_the_majority_is_calibrated_as_a_judge_of_its_own(tmp_path: Path) -> None:
+    """Its label per calibration text by the task's rule; its own confusion pairs and Cohen's kappa, by hand."""
+    from themis_dagster.assets.judge_calibration import majority_calibration
+    from themis_dagster.judging.calibration_sets import REGARD_LABELS
+    from themis_dagster.judging.correction import UNCALIBRATED
+    from themis_dagster.tasks.spec import MetricValue
+
+    task = load_task("bold", {"judge_model": FIRST, "panel_judges": [SECOND, THIRD], "judge_verdict": "majority",
+                              "bootstrap_resamples": 200})  # fmt: skip
+    _stored_calibrations(tmp_path / "w.duckdb", (FIRST, SECOND, THIRD))
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        found = majority_calibration(conn, (FIRST, SECOND, THIRD), "regard", REGARD_LABELS, task.params)
+    assert found is not None and found.judge == f"majority of {FIRST}, {SECOND}, {THIRD}"
+    # items 1, 2, 4, 5 (3 ties): majority negative, negative, neutral, positive
+    assert found.human == ("negative", "neutral", "neutral", "positive")
+    assert found.judged == ("negative", "negative", "neutral", "positive")
+    # p_o = 3/4; marginals human (1, 2, 1), majority (2, 1, 1) of 4: p_c = (2 + 2 + 1) / 16; kappa = 7/11
+    assert found.kappa is not None and found.kappa.value == pytest.approx((0.75 - 5 / 16) / (1 - 5 / 16))
+
+    values = [MetricValue(None, "negative_regard_share", 0.5, None, None, 2)]
+    [judged] = [v for v in task.second_opinion.judged_values([], values, task.params, {"regard": found})  # type: ignore[union-attr]
+                if v.metric == "negative_regard_share"]  # fmt: skip
+    assert (judged.judge, judged.calibration_set, judged.kappa) == (found.judge, "regard", found.kappa.value)
+    assert judged.note != UNCALIBRATED
+
+    _stored_calibrations(tmp_path / "partial.duckdb", (FIRST, SECOND))  # THIRD never calibrated
+    with duckdb.connect(str(tmp_path / "partial.duckdb")) as conn:
+        assert majority_calibration(conn, (FIRST, SECOND, THIRD), "regard", REGARD_LABELS, task.params) is None

@@ -29,7 +29,7 @@ from dagster import (
 from themis_dagster.assets import checks
 from themis_dagster.assets.answering import AnswerStats, answer_again, answerer_for, answering_metadata
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, evaluation_asset
-from themis_dagster.assets.judge_calibration import calibrations_for
+from themis_dagster.assets.judge_calibration import calibrations_for, refusal_calibration
 from themis_dagster.assets.langbite_augmentation import augmentation_inputs, langbite_augmented_templates
 from themis_dagster.assets.stage import (
     RECORD_CHUNK,
@@ -66,6 +66,8 @@ from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseReso
 from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.tasks.calibration import CalibratedJudge
 from themis_dagster.tasks.loader import LoadedTask
+from themis_dagster.tasks.refusals.judge import RefusalJudge, read_refusal_class
+from themis_dagster.tasks.refusals.judged import judge_refusals, refusal_judged_values, refusal_requests
 from themis_dagster.tasks.refusals.outcome import marked as refusals_marked
 from themis_dagster.tasks.refusals.outcome import refusal_metrics
 from themis_dagster.tasks.spec import Item, JudgePanel, Judgment, MetricValue
@@ -104,8 +106,9 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     key = model_and_task(context)
     themis.model(key.model)  # an unknown model fails here, before anything is written
     task = themis.task(key.task)
-    if judge_model := task.judge_model:
-        themis.model(judge_model)  # a second-opinion model must be registered, checked before any engine
+    for judge_model in (task.judge_model, task.params.refusal_judge_model):
+        if judge_model:
+            themis.model(judge_model)  # a judge model must be registered, checked before any engine
     if upstream := augmentation_inputs(warehouse, task):
         task = task.with_inputs(replace(task.inputs, upstream=upstream))
     files = themis.dataset_files(task)
@@ -329,6 +332,35 @@ def _second_opinion(
     return opinion.apply(judged, asks, answers[judge_model], task.params), len(asks), stats
 
 
+def _refusal_judge(
+    themis: ThemisConfig,
+    engine: EngineResource,
+    warehouse: WarehouseResource,
+    task: LoadedTask,
+    frame: pl.DataFrame,
+    prompts: pl.DataFrame,
+    responses: pl.DataFrame,
+) -> tuple[pl.DataFrame, int, AnswerStats]:
+    """The judgments' ``refused`` decided by the task's ``refusal_judge_model`` (tasks/refusals/judged.py).
+
+    The judge is asked XSTest's classifier question about every reply through the answering path
+    (its own engine and request cache), as in its calibration on XSTest.
+    """
+    judge_model = task.params.refusal_judge_model
+    assert judge_model, "only for a task that names a refusal judge"
+    asks = refusal_requests(prompts, responses, RefusalJudge())
+    if not asks:
+        return frame, 0, AnswerStats()
+    spec = themis.model(judge_model)
+    answerer = answerer_for(spec, themis.weights(spec), themis=themis, engine=engine, warehouse=warehouse)
+    answers, stats = answerer.answer(asks, retries=task.params.retries())
+    labels = {
+        ask.request_id.removesuffix(":refusal"): read_refusal_class(None if reply.error else reply.text)
+        for ask, reply in zip(asks, answers, strict=True)
+    }
+    return judge_refusals(frame, responses, labels), len(asks), stats
+
+
 def _judged_by_chunks(
     task: LoadedTask, key: EvaluationPartition, items: pl.DataFrame, prompts: pl.DataFrame, responses: pl.DataFrame
 ) -> pl.DataFrame:
@@ -386,6 +418,15 @@ def judgments(
             judged, second_opinions, answering = _second_opinion(themis, engine, warehouse, task, judged)
         frame = stage_frame("judgments", key, chunked(judged))
     frame = relabel(frame, guarded)
+    refusal_questions = 0
+    if task.params.refusal_judge_model and refusals_marked(frame):  # a model decides the refusals
+        if prompts is None:
+            with warehouse.connect() as conn:
+                prompts = read_upstream_frame(conn, "prompts", key)
+        frame, refusal_questions, refusal_stats = _refusal_judge(
+            themis, engine, warehouse, task, frame, prompts, responses
+        )
+        answering.add(refusal_stats)
     del items, prompts, responses  # not held while the judgments are written (at 10^6 requests: hundreds of MB)
     with warehouse.connect() as conn:
         _, written = replace_stage_frame(conn, "judgments", key, frame, run_id=context.run_id, upstream=upstream)
@@ -399,7 +440,12 @@ def judgments(
             ROW_COUNT: rows,
             "parsed": parsed,
             "second_opinions": second_opinions,
-            **(answering_metadata(answering, themis.request_cache) if task.judge_model else {}),  # the judge's
+            **({"refusal_judge_questions": refusal_questions} if task.params.refusal_judge_model else {}),
+            **(
+                answering_metadata(answering, themis.request_cache)
+                if task.judge_model or task.params.refusal_judge_model
+                else {}
+            ),  # the judges'
             "unparsed": rows - parsed,
             "parse_success_rate": round(parsed / rows, 4) if rows else 0.0,
             "outcomes": MetadataValue.json(
@@ -442,6 +488,9 @@ def bias_metrics(context: AssetExecutionContext, themis: ThemisConfig, warehouse
         records = from_frame("judgments", judged_rows, Judgment)
         judged = judge.judged_values(records, values, task.params, calibrations_for(warehouse, task))
         del records
+    if (refusal_judge := task.params.refusal_judge_model) and refusals_marked(judged_rows):  # refusals by a model
+        calibration = refusal_calibration(warehouse, refusal_judge)
+        judged = [*judged, *refusal_judged_values(judged_rows, refusal_judge, calibration, task.params)]
     if refusals_marked(judged_rows):  # refusals beside the task's metrics, and its metrics over answers
         marks = {f"{scale.metric}_mark" for scale in task.hooks.marks}  # grades of the published metric only
         values = [*values, *refusal_metrics(judged_rows, values, task_metrics, task.params, marks)]

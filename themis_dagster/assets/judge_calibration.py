@@ -16,6 +16,7 @@ many were left out. ``bias_metrics`` reads these rows to report each judged metr
 judge's kappa and its corrected value (``calibrations_for``).
 """
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,11 +27,12 @@ from themis_dagster.assets.answering import answerer_for, answering_metadata
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, model_asset
 from themis_dagster.assets.stage import preview
 from themis_dagster.errors import ConfigError
+from themis_dagster.judging.calibration_sets import XSTEST_LABELS
 from themis_dagster.judging.correction import JudgeCalibration
 from themis_dagster.partitions import judge_and_set, judge_calibration_partitions
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.stats import Estimate, Resampling
-from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement
+from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement, majority_verdict
 from themis_dagster.tasks.calibration import (
     CalibratedJudge,
     JudgeQuestion,
@@ -42,7 +44,7 @@ from themis_dagster.tasks.calibration import (
     standalone_judge,
 )
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.tasks.spec import TaskInputs, TaskParams
+from themis_dagster.tasks.spec import JudgePanel, TaskInputs, TaskParams
 from themis_dagster.warehouse.frames import rows_frame
 from themis_dagster.warehouse.partitions import Write, replace_rows
 from themis_dagster.warehouse.reads import table_exists
@@ -204,14 +206,80 @@ def read_calibration(conn: Any, judge: str, calibration_set: str, labels: tuple[
 def calibrations_for(warehouse: WarehouseResource, task: LoadedTask) -> dict[str, JudgeCalibration | None]:
     """Per question kind of the task's judge, the judge's stored calibration (None: not calibrated).
 
-    Which set checks which kind: ``sets_checking``.
+    Which set checks which kind: ``sets_checking``. With a panel's majority as the verdict
+    (BOLD's ``judge_verdict: majority``), the majority's calibration (``majority_calibration``).
     """
     judge_model, judge = task.judge_model, task.second_opinion
     if judge_model is None or not isinstance(judge, CalibratedJudge):
         return {}
     checking = sets_checking(task.name, judge)
+    panel = judge.judges(task.params) if isinstance(judge, JudgePanel) else (judge_model,)
+    majority = getattr(task.params, "judge_verdict", None) == "majority"
     with warehouse.connect() as conn:
+        if majority:
+            return {
+                kind: majority_calibration(conn, panel, name, judge_labels(judge, kind, name), task.params)
+                for kind, name in sorted(checking.items())
+            }
         return {
             kind: read_calibration(conn, judge_model, name, judge_labels(judge, kind, name))
             for kind, name in sorted(checking.items())
         }
+
+
+def majority_name(judges: Sequence[str]) -> str:
+    """How a panel's majority is named as a judge: ``majority of a, b, c``."""
+    return "majority of " + ", ".join(judges)
+
+
+def majority_calibration(
+    conn: Any, judges: Sequence[str], calibration_set: str, labels: tuple[str, ...], params: TaskParams
+) -> JudgeCalibration | None:
+    """A panel's majority measured as a judge of its own on a calibration set every judge of it was calibrated on.
+
+    Each calibration text's majority label is taken from the judges' stored labels by the rule the
+    task uses (``stats.agreement.majority_verdict``: a tie or no readable vote is no verdict, left
+    out as an unreadable answer is), and compared with the human label: its own confusion matrix and
+    Cohen's kappa, with no engine asked. None when some judge of the panel has no stored calibration
+    on the set (the majority is then an "uncalibrated judge").
+    """
+    if not table_exists(conn, "judge_calibration_labels"):
+        return None
+    votes: dict[str, list[str | None]] = {}
+    human: dict[str, str] = {}
+    for judge in judges:
+        rows = conn.execute(
+            "SELECT item_id, human_label, judge_label FROM judge_calibration_labels "
+            "WHERE judge = ? AND calibration_set = ? ORDER BY item_id",
+            [judge, calibration_set],
+        ).fetchall()
+        if not rows:
+            return None
+        for item_id, label, said in rows:
+            human[item_id] = label
+            votes.setdefault(item_id, []).append(said)
+    pairs = [
+        (human[item_id], verdict)
+        for item_id in sorted(votes)
+        if len(votes[item_id]) == len(judges) and (verdict := majority_verdict(votes[item_id])) is not None
+    ]
+    kappa = None
+    if pairs:
+        resampling = Resampling(params.bootstrap_resamples, params.confidence, params.seed)
+        kappa = judge_agreement([h for h, _ in pairs], [j for _, j in pairs], labels, resampling=resampling).kappa
+    return JudgeCalibration(
+        judge=majority_name(judges),
+        calibration_set=calibration_set,
+        labels=labels,
+        human=tuple(h for h, _ in pairs),
+        judged=tuple(j for _, j in pairs),
+        kappa=kappa,
+    )
+
+
+def refusal_calibration(warehouse: WarehouseResource, judge: str) -> JudgeCalibration | None:
+    """A task's refusal judge (``refusal_judge_model``) as stored on XSTest (None: not calibrated there)."""
+    from themis_dagster.tasks.refusals.judged import CALIBRATION_SET
+
+    with warehouse.connect() as conn:
+        return read_calibration(conn, judge, CALIBRATION_SET, XSTEST_LABELS)

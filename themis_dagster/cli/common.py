@@ -34,10 +34,12 @@ def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[s
 
     A task whose parameters name a ``judge_model`` and whose judge declares calibration sets
     (``tasks/calibration.py``: BOLD's regard question on ``regard``, a user's set declared for one of
-    its questions) contributes one pair per judge (its ``judge_model`` and any ``panel_judges``) and set.
+    its questions) contributes one pair per judge (its ``judge_model`` and any ``panel_judges``) and set;
+    a task's ``refusal_judge_model`` the pair (that model, ``xstest``).
     """
     from themis_dagster.tasks.calibration import CalibratedJudge, sets_checking
     from themis_dagster.tasks.loader import load_overrides, load_task
+    from themis_dagster.tasks.refusals.judged import CALIBRATION_SET as REFUSAL_SET
     from themis_dagster.tasks.spec import JudgePanel
 
     overrides = load_overrides(settings.task_overrides_file)
@@ -51,6 +53,9 @@ def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[s
                 for calibration_set in sets_checking(name, judge, settings).values():
                     if (model, calibration_set) not in pairs:
                         pairs.append((model, calibration_set))
+        refusal_judge = task.params.refusal_judge_model
+        if refusal_judge and (refusal_judge, REFUSAL_SET) not in pairs:  # the refusal judge, on XSTest
+            pairs.append((refusal_judge, REFUSAL_SET))
     return pairs
 
 
@@ -72,14 +77,32 @@ def warehouse_resource(settings: Settings) -> WarehouseResource:
     )
 
 
+_LEADERBOARD = (
+    "SELECT task, metric, rank, model, round(value, 4) AS value, round(ci_low, 4) AS ci_low, "
+    "round(ci_high, 4) AS ci_high, n, ideal FROM leaderboard ORDER BY task, metric, rank, model"
+)
+_JUDGED_LEADERBOARD = (
+    "SELECT l.task, l.metric, l.rank, l.model, round(l.value, 4) AS value, round(l.ci_low, 4) AS ci_low, "
+    "round(l.ci_high, 4) AS ci_high, l.n, l.ideal, j.judge, round(j.corrected, 4) AS corrected, "
+    "round(j.corrected_ci_low, 4) AS corrected_ci_low, round(j.corrected_ci_high, 4) AS corrected_ci_high, "
+    "j.note AS judge_note FROM leaderboard l LEFT JOIN judged_metrics j ON j.model = l.model AND j.task = l.task "
+    "AND j.metric = l.metric AND j.subset IS NULL ORDER BY l.task, l.metric, l.rank, l.model"
+)
+
+
 def print_leaderboard(warehouse: Path, out: TextIO | None = None) -> None:
-    """Print the leaderboard table, read through the read-only door (a DuckDB file or a DuckLake warehouse)."""
+    """Print the leaderboard table, read through the read-only door (a DuckDB file or a DuckLake warehouse).
+
+    A ranked value a judge model counted (one with a ``judged_metrics`` row) gets its corrected value
+    and CI beside it, or the note saying why there is none (docs/judges.md); those columns appear
+    only when some ranked metric is judged.
+    """
     from themis_dagster.warehouse.readonly import connect_read_only
+    from themis_dagster.warehouse.reads import table_exists
 
     with connect_read_only(warehouse) as conn:
-        frame = conn.execute(
-            "SELECT task, metric, rank, model, round(value, 4) AS value, "
-            "round(ci_low, 4) AS ci_low, round(ci_high, 4) AS ci_high, n, ideal "
-            "FROM leaderboard ORDER BY task, metric, rank, model"
-        ).df()
+        judged = table_exists(conn, "judged_metrics")
+        frame = conn.execute(_JUDGED_LEADERBOARD if judged else _LEADERBOARD).df()
+    if judged and frame["judge"].isna().all():  # no ranked metric is judged: the table as before
+        frame = frame.drop(columns=["judge", "corrected", "corrected_ci_low", "corrected_ci_high", "judge_note"])
     print(frame.to_string(index=False) if not frame.empty else "(leaderboard is empty)", file=out or sys.stdout)

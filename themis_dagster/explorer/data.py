@@ -24,9 +24,9 @@ import duckdb
 import pandas as pd
 
 from themis_dagster.registry.model_id import InvalidModelIdError, validate_model_id
-from themis_dagster.reports.data import ReportData, dig, load_report_data, parse_config
+from themis_dagster.reports.data import ReportData, dig, judged_rows, load_report_data, parse_config
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
-from themis_dagster.reports.summary import benchmark_family, is_mark, mark_letter, verdict
+from themis_dagster.reports.summary import benchmark_family, corrected_text, is_mark, judge_text, mark_letter, verdict
 from themis_dagster.warehouse import ducklake
 from themis_dagster.warehouse.readonly import WarehouseBusy, connect_read_only
 from themis_dagster.warehouse.reads import Params, bound, optional_rows
@@ -315,7 +315,10 @@ def model_report(conn: duckdb.DuckDBPyConnection, model: str) -> ReportData:
 
 def refusals(conn: duckdb.DuckDBPyConnection, model: str) -> pd.DataFrame:
     """Per task: refusal metrics (``*refus*``), judgments whose outcome says refused, and those the refusal
-    detector marked (``judgments.refused``, shown as outcome ``refused (detector)``); empty when none."""
+    detector marked (``judgments.refused``, shown as outcome ``refused (detector)``); empty when none.
+
+    A refusal metric a judge model counted (a task's ``refusal_judge_model``) shows its judge and kappa
+    and its corrected value (``judge``, ``corrected``), as the report does."""
     metrics = records(
         conn,
         "SELECT task, metric, value, ci_low, ci_high, n FROM metrics WHERE model = ? AND subset IS NULL "
@@ -329,7 +332,17 @@ def refusals(conn: duckdb.DuckDBPyConnection, model: str) -> pd.DataFrame:
         "AND refused GROUP BY ALL ORDER BY task, outcome",
         [model, model],
     )
-    rows = [{**row, "outcome": None, "judgments": None} for row in metrics]
+    judged = judged_rows(conn, model)
+    rows = [
+        {
+            **row,
+            "judge": judge_text(judged.get((row["task"], row["metric"], None))),
+            "corrected": corrected_text(judged.get((row["task"], row["metric"], None))),
+            "outcome": None,
+            "judgments": None,
+        }
+        for row in metrics
+    ]
     rows += [
         {
             "task": r["task"],
@@ -338,12 +351,15 @@ def refusals(conn: duckdb.DuckDBPyConnection, model: str) -> pd.DataFrame:
             "ci_low": None,
             "ci_high": None,
             "n": None,
+            "judge": None,
+            "corrected": None,
             "outcome": r["outcome"],
             "judgments": int(r["judgments"]),
         }
         for r in outcomes
     ]
-    return pd.DataFrame(rows, columns=["task", "metric", "value", "ci_low", "ci_high", "n", "outcome", "judgments"])
+    columns = ["task", "metric", "value", "ci_low", "ci_high", "n", "judge", "corrected", "outcome", "judgments"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def redact(value: Any, key: str = "") -> Any:

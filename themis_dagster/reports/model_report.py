@@ -377,7 +377,9 @@ def summary_markdown(data: ReportData, ci_label: str = "CI") -> str:
             f"| {fmt(data.ideals.get(key))} | {_rank_text(data, key)} |"
         )
     lines.append("")
-    shares = [outcome for (_, subset), outcome in sorted(reply_outcomes(data.headline).items()) if subset is None]
+    shares = [
+        outcome for (_, subset), outcome in sorted(reply_outcomes(data.headline, data.judged).items()) if subset is None
+    ]
     if shares:
         parts = "; ".join(f"{md(o.task)} refused {o.refused_text}, reasoning {o.unfinished_text}" for o in shares)
         lines.append(f"Refused and unfinished replies: {parts}.")
@@ -448,7 +450,7 @@ def render_model_report(
     has_metrics = bool(data.headline)
     tasks = sorted({row.task for row in data.headline})
     history = data.history + [row for row in data.all_headline if row.model in data.family]
-    outcomes = reply_outcomes([*data.headline, *data.subsets])
+    outcomes = reply_outcomes([*data.headline, *data.subsets], data.judged)
     shared = shared_config([run.config for run in data.runs])
     context = {
         "model": model,

@@ -10,11 +10,11 @@ every headline value of their task, so no reader sees a bias score without them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from themis_dagster.columnar.reply_guard import REASONING_UNFINISHED, TRUNCATED
-from themis_dagster.reports.data import MetricRow
+from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow
 from themis_dagster.reports.formatting import MISSING
 from themis_dagster.tasks.refusals.outcome import REFUSED_RATE
 
@@ -31,10 +31,16 @@ class ReplyOutcomes:
     refused: MetricRow | None = None
     unfinished: MetricRow | None = None
     truncated: MetricRow | None = None
+    refused_judged: JudgedRow | None = None  # a refusal judge counted them (a task's refusal_judge_model)
 
     @property
     def refused_text(self) -> str:
-        return share_text(self.refused)
+        """``12.5% of 40``; decided by a refusal judge: its corrected value (or why none) and its kappa beside it."""
+        if self.refused_judged is None:
+            return share_text(self.refused)
+        from themis_dagster.reports.summary import corrected_text, judge_text  # summary reads this module
+
+        return f"{share_text(self.refused)} · {corrected_text(self.refused_judged)} · {judge_text(self.refused_judged)}"
 
     @property
     def unfinished_text(self) -> str:
@@ -59,13 +65,23 @@ def share_text(row: MetricRow | None) -> str:
 OutcomeKey = tuple[str, str | None]  # (task, subset); subset None: the whole task
 
 
-def reply_outcomes(rows: Sequence[MetricRow]) -> dict[OutcomeKey, ReplyOutcomes]:
-    """The reply-outcome shares among ``rows`` per task and subset (``refused_rate`` is recorded per subset too)."""
+def reply_outcomes(
+    rows: Sequence[MetricRow], judged: Mapping[JudgedKey, JudgedRow] | None = None
+) -> dict[OutcomeKey, ReplyOutcomes]:
+    """The reply-outcome shares among ``rows`` per task and subset (``refused_rate`` is recorded per subset too);
+    ``judged``: the model's judged metrics, where a refusal judge's ``refused_rate`` has its correction."""
     found: dict[OutcomeKey, dict[str, MetricRow]] = {}
     for row in rows:
         if is_reply_outcome(row.metric):
             found.setdefault((row.task, row.subset), {})[row.metric] = row
+    judged = judged or {}
     return {
-        key: ReplyOutcomes(key[0], shares.get(REFUSED_RATE), shares.get(UNFINISHED_RATE), shares.get(TRUNCATED_RATE))
+        key: ReplyOutcomes(
+            key[0],
+            shares.get(REFUSED_RATE),
+            shares.get(UNFINISHED_RATE),
+            shares.get(TRUNCATED_RATE),
+            judged.get((key[0], REFUSED_RATE, key[1])),
+        )
         for key, shares in found.items()
     }

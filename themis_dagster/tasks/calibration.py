@@ -4,7 +4,8 @@ A calibration set (``judging/calibration_sets.py``) holds human labels of one ki
 refusal); it checks the judge question that gives labels of that kind. A task's judge is asked
 through its task's own ``SecondOpinion`` (the same template, sampling settings and answer
 reading as in the task), so what is measured is the judge as the task uses it; the refusal
-judge (``tasks/refusals/judge.py``), which no task asks yet, is asked with its own settings.
+judge (``tasks/refusals/judge.py``), which a task asks when it names a ``refusal_judge_model``,
+is asked with its own settings there and here.
 
 ``calibrated_questions`` names, per calibration set, the task and question kind: the published
 sets (regard: BOLD's regard question; xstest: the refusal judge) and the sets a user declares
@@ -30,7 +31,8 @@ from themis_dagster.tasks.spec import Judgment, MetricValue, Request
 class JudgeQuestion(NamedTuple):
     """The question a calibration set checks: task ``task``'s judge asked question ``kind``.
 
-    ``task`` None: a judge no task asks yet, asked with its own settings (``STANDALONE_JUDGES``).
+    ``task`` None: a judge of no one task (the refusal judge, any task's ``refusal_judge_model``), asked with
+    its own settings.
     """
 
     task: str | None
@@ -78,7 +80,7 @@ class CalibratedJudge(Protocol):
 
 
 def standalone_judge(kind: str) -> RefusalJudge:
-    """The judge of a question no task asks yet (``JudgeQuestion.task`` None), with its own asking settings."""
+    """The judge of a question of no one task (``JudgeQuestion.task`` None), with its own asking settings."""
     if kind != REFUSAL:
         raise ConfigError(f"judge question {kind!r}: no task asks it and no standalone judge answers it")
     return RefusalJudge()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, runtime_checkable
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from themis_dagster.exchange import GenerationParams, RequestType
 
@@ -65,6 +65,20 @@ class TaskParams(BaseModel):
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     generation: GenerationParams = GenerationParams()
     engine_retries: int = Field(default=0, ge=0, le=10, description="Re-send requests the engine failed on.")
+    refusal_judge_model: str | None = Field(
+        default=None,
+        description="A registered model that decides which replies refuse (XSTest's classifier question), in place "
+        "of the phrase-list detector; refused_rate is then also reported corrected for its errors on XSTest.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_unset_refusal_judge(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``refusal_judge_model`` key while none is named: the recorded parameters of every task that
+        asks no refusal judge stay what they were, so the re-evaluation schedule sees nothing changed."""
+        data: dict[str, Any] = handler(self)
+        if data.get("refusal_judge_model", "") is None:
+            del data["refusal_judge_model"]
+        return data
 
     def retries(self) -> int:
         """How often failed requests are re-sent (a task may derive it, e.g. LangBiTe's nRetries)."""
@@ -73,7 +87,7 @@ class TaskParams(BaseModel):
     def registered_models(self) -> dict[str, str]:
         """Model ids these parameters name that must be registered, by the parameter naming each (LangBiTe's
         generator); the loader checks them against the model registry it is given."""
-        return {}
+        return {"refusal_judge_model": self.refusal_judge_model} if self.refusal_judge_model else {}
 
 
 class MetricSpec(BaseModel):

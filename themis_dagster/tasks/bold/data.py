@@ -82,7 +82,7 @@ class Params(TaskParams):
 
     def registered_models(self) -> dict[str, str]:
         """The panel's judges must be registered, checked before any engine starts (judge_model is checked too)."""
-        return {f"panel_judges[{i}]": judge for i, judge in enumerate(self.panel_judges)}
+        return super().registered_models() | {f"panel_judges[{i}]": j for i, j in enumerate(self.panel_judges)}
 
 
 def read_domain(path: Path, domain: str) -> list[tuple[str, str, str]]:

@@ -113,8 +113,9 @@ class RegardToxicityJudge:
     ) -> list[JudgedValue]:
         if params.judge_model is None:
             return []
-        if params.judge_verdict == "majority":  # each judge's calibration measures that judge, not the majority
-            return metrics.judged_values(judgments, values, params, "majority of " + ", ".join(params.judges()), {})
+        if params.judge_verdict == "majority":  # calibrated as a judge of its own (majority_calibration)
+            name = "majority of " + ", ".join(params.judges())
+            return metrics.judged_values(judgments, values, params, name, calibrations)
         return metrics.judged_values(judgments, values, params, params.judge_model, calibrations)
 
     def judges(self, params: Params) -> tuple[str, ...]:

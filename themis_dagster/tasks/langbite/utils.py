@@ -148,8 +148,8 @@ class Params(TaskParams):
     def registered_models(self) -> dict[str, str]:
         """The generator of template_augmentation, which must be registered (the judge is checked by the stages)."""
         if self.template_augmentation is None:
-            return {}
-        return {"template_augmentation.generator": self.template_augmentation.generator}
+            return super().registered_models()
+        return super().registered_models() | {"template_augmentation.generator": self.template_augmentation.generator}
 
     @property
     def second_opinion_enabled(self) -> bool:

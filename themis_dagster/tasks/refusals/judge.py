@@ -66,8 +66,9 @@ def read_refusal_class(text: str | None) -> str | None:
 class RefusalJudge:
     """A ``CalibratedJudge`` of one question, ``refusal``, calibrated on XSTest's human-labelled replies.
 
-    No task asks it yet, so it reports no judged values of its own; its calibration is what a
-    task that counts refusals by a judge will be corrected with.
+    A task that names it (``refusal_judge_model``) asks it about every reply in place of the
+    phrase-list detector (``tasks/refusals/judged.py``); its calibration corrects that task's
+    ``refused_rate``. It reports no judged values of a task's own here.
     """
 
     def __init__(self, params: RefusalJudgeParams | None = None) -> None:
@@ -77,21 +78,19 @@ class RefusalJudge:
     def labels(self, kind: str) -> tuple[str, ...]:
         return XSTEST_LABELS
 
-    def calibration_requests(self, kind: str, rows: Sequence[CalibrationRow], params: Any) -> list[Request]:
-        """XSTest's classifier question about each reply (``text``) to its prompt (``context``)."""
+    def ask(self, question: str, response: str, request_id: str, item_id: str, params: Any = None) -> Request:
+        """XSTest's classifier question about one reply to its prompt: the one way the judge is asked,
+        in its calibration and in a task (``refusal_judge_model``), so both are the same answers."""
+        params = params or self.params
         gen_params = params.generation.model_copy(
             update={"temperature": 0.0, "max_tokens": params.judge_max_tokens}
         ).model_dump(mode="json")
-        chat = TemplatedChat(TEMPLATES, gen_params)
-        return [
-            chat.ask(
-                render(TEMPLATES, TEMPLATE, question=row.context or "", response=row.text),
-                TEMPLATE,
-                request_id=f"{row.item_id}:{kind}",
-                item_id=row.item_id,
-            )
-            for row in rows
-        ]
+        text = render(TEMPLATES, TEMPLATE, question=question, response=response)
+        return TemplatedChat(TEMPLATES, gen_params).ask(text, TEMPLATE, request_id=request_id, item_id=item_id)
+
+    def calibration_requests(self, kind: str, rows: Sequence[CalibrationRow], params: Any) -> list[Request]:
+        """XSTest's classifier question about each reply (``text``) to its prompt (``context``)."""
+        return [self.ask(row.context or "", row.text, f"{row.item_id}:{kind}", row.item_id, params) for row in rows]
 
     def read_label(self, kind: str, reply: str | None) -> str | None:
         return read_refusal_class(reply)
