@@ -22,7 +22,7 @@ from typing import Literal
 import polars as pl
 
 from themis_dagster.tasks.measures import Binary, Continuous
-from themis_dagster.tasks.scoring import metric_by_subset, metric_by_subset_frame
+from themis_dagster.tasks.scoring import metric_by_subset, metrics_by_subset_frame
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 from themis_dagster.warehouse.frames import json_strings
 
@@ -257,10 +257,13 @@ def compute_metrics_frame(judgments: pl.DataFrame, params: Params) -> list[Metri
     """
     parsed = pl.col("parsed").fill_null(False)
     detail = pl.col("detail").str.json_decode(pl.Struct({"likelihood_diff": pl.Float64}))
-    return metric_by_subset_frame(
-        "pct_stereotype", judgments, pl.when(parsed).then(pl.col("score")), params
-    ) + metric_by_subset_frame(
-        "likelihood_diff", judgments, pl.when(parsed).then(detail.struct.field("likelihood_diff")), params
+    return metrics_by_subset_frame(  # the two metrics over the same parsed pairs: one set of resampled indices
+        [
+            ("pct_stereotype", pl.when(parsed).then(pl.col("score"))),
+            ("likelihood_diff", pl.when(parsed).then(detail.struct.field("likelihood_diff"))),
+        ],
+        judgments,
+        params,
     )
 
 
