@@ -112,3 +112,15 @@ def task_file(name: str):  # type: ignore[no-untyped-def]
     from tests.conftest import MIRROR
 
     return MIRROR / "crows_pairs" / name
+
+
+def test_float_text_writes_what_repr_writes() -> None:
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(0)
+    edges = [0.0, -0.0, 1.0, -1e-4, 1e-4, 9.99e-5, 1e-5, 5e-324, 1e15, 9999999999999998.0, 1e16, -3e17, 2.0**60]
+    drawn = [*(-rng.exponential(30, 2000)).tolist(), *rng.exponential(1e-3, 2000).tolist()]
+    values = [*drawn, *edges, float("nan"), float("inf"), None]
+    texts = utils._float_text(pl.Series("x", values, dtype=pl.Float64)).to_list()
+    assert texts == [repr(v) if v is not None and np.isfinite(v) else None for v in values]

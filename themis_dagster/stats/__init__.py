@@ -45,33 +45,83 @@ def bootstrap_estimate(
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = 0,
 ) -> Estimate:
-    """Point estimate and percentile bootstrap CI (``scipy.stats.bootstrap``, seeded).
+    """Point estimate and percentile bootstrap CI (``scipy.stats.bootstrap``'s, seeded).
 
     The percentile method is used because BCa is undefined for the many
     degenerate samples bias benchmarks produce (all items scored 0 or 1).
     """
-    data = np.asarray(values, dtype=float)
-    data = data[~np.isnan(data)]
-    n = int(data.size)
-    if n == 0:
-        return Estimate(None, None, None, 0)
-    value = float(statistic(data))
-    if n < 2:
-        return Estimate(value, None, None, n)
-    if np.all(data == data[0]):
-        return Estimate(value, value, value, n)
-    result = stats.bootstrap(
-        (data,),
-        statistic,
-        n_resamples=n_resamples,
-        confidence_level=confidence,
-        method="percentile",
-        vectorized=True,
-        batch=max(1, BOOTSTRAP_CELLS // n),
-        rng=np.random.default_rng(seed),
-    )
-    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    return Estimate(value, min(low, value), max(high, value), n)
+    (estimate,) = bootstrap_estimates([values], statistic, n_resamples=n_resamples, confidence=confidence, seed=seed)
+    return estimate
+
+
+def bootstrap_estimates(
+    columns: Sequence[Sequence[float] | np.ndarray],
+    statistic: Callable[..., float] = np.mean,
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> list[Estimate]:
+    """``bootstrap_estimate`` of each column, bit for bit; columns of one length share their resampled indices.
+
+    Every bootstrap starts a generator from ``seed``, so two columns of the same length draw the
+    same indices: drawing them once for both (two metrics over the same items) saves a third of
+    the work at 10^6 requests. The draws, the statistic per resample and the percentile interval
+    are ``scipy.stats.bootstrap``'s (``method="percentile"``, ``vectorized=True``, ``batch``);
+    tests/stats/test_bootstrap_estimates.py checks the intervals equal to scipy's.
+    """
+    estimates: list[Estimate | None] = []
+    resampled: dict[int, list[int]] = {}  # length -> the columns to resample
+    datas: list[np.ndarray] = []
+    for index, values in enumerate(columns):
+        data = np.asarray(values, dtype=float)
+        data = data[~np.isnan(data)]
+        datas.append(data)
+        n = int(data.size)
+        if n == 0:
+            estimates.append(Estimate(None, None, None, 0))
+            continue
+        value = float(statistic(data))
+        if n < 2:
+            estimates.append(Estimate(value, None, None, n))
+        elif np.all(data == data[0]):
+            estimates.append(Estimate(value, value, value, n))
+        else:
+            estimates.append(None)
+            resampled.setdefault(n, []).append(index)
+    for n, indices in resampled.items():
+        distributions = _bootstrap_distributions([datas[i] for i in indices], statistic, n_resamples, seed)
+        alpha = np.asarray((1 - confidence) / 2, dtype=np.float64)
+        for index, distribution in zip(indices, distributions, strict=True):
+            ci = stats.quantile(distribution, np.stack((alpha, 1 - alpha), axis=-1), axis=-1)
+            value = float(statistic(datas[index]))
+            low, high = float(ci[..., 0]), float(ci[..., 1])
+            estimates[index] = Estimate(value, min(low, value), max(high, value), n)
+    return [estimate for estimate in estimates if estimate is not None]
+
+
+def _bootstrap_distributions(
+    datas: list[np.ndarray], statistic: Callable[..., float], n_resamples: int, seed: int
+) -> list[np.ndarray]:
+    """Each column's bootstrap distribution from one stream of indices (all columns of one length n).
+
+    ``scipy.stats.bootstrap``'s loop: batches of ``BOOTSTRAP_CELLS // n`` resamples (the same
+    numbers in turn as one draw, without holding n_resamples x n values), each an
+    ``integers(0, n, (batch, n))`` draw. A column of 0s and 1s under ``np.mean`` is resampled
+    from one byte a value and its ones counted: its sum is the same exact integer, divided by n.
+    """
+    n = int(datas[0].size)
+    rng = np.random.default_rng(seed)
+    batch_nominal = max(1, BOOTSTRAP_CELLS // n)
+    binary = [statistic is np.mean and bool(np.all((data == 0) | (data == 1))) for data in datas]
+    sources = [data.astype(np.uint8) if flag else data for data, flag in zip(datas, binary, strict=True)]
+    parts: list[list[np.ndarray]] = [[] for _ in datas]
+    for k in range(0, n_resamples, batch_nominal):
+        drawn = rng.integers(0, n, (min(batch_nominal, n_resamples - k), n), dtype="int64", endpoint=False)
+        for part, source, flag in zip(parts, sources, binary, strict=True):
+            resample = source[..., drawn]
+            part.append(np.asarray(np.count_nonzero(resample, axis=-1) / n if flag else statistic(resample, axis=-1)))
+    return [np.concatenate(part, axis=-1) for part in parts]
 
 
 def permutation_pvalue_mean_zero(

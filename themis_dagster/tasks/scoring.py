@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from themis_dagster.stats import bootstrap_estimate
+from themis_dagster.stats import bootstrap_estimate, bootstrap_estimates
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
 
@@ -61,6 +61,49 @@ def metric_by_subset_frame(
     return _estimates(metric, groups, statistic, params)
 
 
+def metrics_by_subset_frame(
+    metrics: Sequence[tuple[str, pl.Expr]],
+    judgments: pl.DataFrame,
+    params: TaskParams,
+    statistic: Callable[..., float] = np.mean,
+) -> list[MetricValue]:
+    """``metric_by_subset_frame`` of each (metric, value) in turn: the same rows, in the same order.
+
+    Groups of the same size share one bootstrap's resampled indices (``bootstrap_estimates``):
+    two metrics over the same parsed items draw them once, not twice.
+    """
+    grouped: list[dict[str | None, np.ndarray]] = []
+    for _, value in metrics:
+        observed = judgments.select("subset", value.alias("_value")).filter(pl.col("_value").is_not_null())
+        values = observed.get_column("_value").cast(pl.Float64).to_numpy()
+        subsets = observed.get_column("subset")
+        groups: dict[str | None, np.ndarray] = {None: values}
+        for subset in subsets.drop_nulls().unique().to_list():
+            groups[subset] = values[(subsets == subset).fill_null(False).to_numpy()]
+        grouped.append(groups)
+    cells = [(position, subset) for position, groups in enumerate(grouped) for subset in _in_order(groups)]
+    by_subset: dict[str | None, list[int]] = {}
+    for cell, (_, subset) in enumerate(cells):
+        by_subset.setdefault(subset, []).append(cell)
+    estimates: list[Any] = [None] * len(cells)
+    for members in by_subset.values():  # one subset's columns, across metrics, resampled together
+        computed = bootstrap_estimates(
+            [grouped[cells[cell][0]][cells[cell][1]] for cell in members], statistic,
+            n_resamples=params.bootstrap_resamples, confidence=params.confidence, seed=params.seed,
+        )  # fmt: skip
+        for cell, estimate in zip(members, computed, strict=True):
+            estimates[cell] = estimate
+    return [
+        MetricValue(subset, metrics[position][0], estimate.value, estimate.ci_low, estimate.ci_high, estimate.n)
+        for (position, subset), estimate in zip(cells, estimates, strict=True)
+    ]
+
+
+def _in_order(groups: Mapping[str | None, Any]) -> list[str | None]:
+    """The whole set (``None``) first, then the subsets by name."""
+    return sorted(groups, key=lambda key: (key is not None, key or ""))
+
+
 def estimate_row(
     subset: str | None,
     metric: str,
@@ -79,7 +122,4 @@ def _estimates(
     metric: str, groups: Mapping[str | None, Any], statistic: Callable[..., float], params: TaskParams
 ) -> list[MetricValue]:
     """One bootstrap row per group: the whole set (``None``) first, then the subsets by name."""
-    return [
-        estimate_row(subset, metric, groups[subset], params, statistic)
-        for subset in sorted(groups, key=lambda key: (key is not None, key or ""))
-    ]
+    return [estimate_row(subset, metric, groups[subset], params, statistic) for subset in _in_order(groups)]

@@ -22,7 +22,7 @@ from typing import Literal
 import polars as pl
 
 from themis_dagster.tasks.measures import Binary, Continuous
-from themis_dagster.tasks.scoring import metric_by_subset, metric_by_subset_frame
+from themis_dagster.tasks.scoring import metric_by_subset, metrics_by_subset_frame
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 from themis_dagster.warehouse.frames import json_strings
 
@@ -224,11 +224,19 @@ def judge_frame(items: pl.DataFrame, responses: pl.DataFrame, params: Params) ->
 
 
 def _float_text(column: pl.Series) -> pl.Series:
-    """Each finite value as ``repr`` writes it (what ``json.dumps`` writes); others NULL (never written)."""
-    return pl.Series(
-        [repr(value) if value is not None and math.isfinite(value) else None for value in column.to_list()],
-        dtype=pl.String,
-    )
+    """Each finite value as ``repr`` writes it (what ``json.dumps`` writes); others NULL (never written).
+
+    Polars writes a float's shortest round-trip digits as ``repr`` does, in positional notation
+    down to 1e-4 and up to 1e16 (tests/tasks/test_crows_pairs.py checks the two equal); ``repr``
+    writes the rest in exponent notation (1e-05, not 0.00001), so only those few values go through it.
+    """
+    finite = column.is_finite().fill_null(False)
+    size = column.abs()
+    text = pl.select(pl.when(finite).then(column.cast(pl.String))).to_series()
+    exponent = (finite & (size > 0) & ((size < 1e-4) | (size >= 1e16))).arg_true()
+    if exponent.len():
+        text = text.scatter(exponent, [repr(value) for value in column.gather(exponent).to_list()])
+    return text.rename(column.name)
 
 
 def _json_text(column: pl.Series) -> pl.Series:
@@ -257,10 +265,13 @@ def compute_metrics_frame(judgments: pl.DataFrame, params: Params) -> list[Metri
     """
     parsed = pl.col("parsed").fill_null(False)
     detail = pl.col("detail").str.json_decode(pl.Struct({"likelihood_diff": pl.Float64}))
-    return metric_by_subset_frame(
-        "pct_stereotype", judgments, pl.when(parsed).then(pl.col("score")), params
-    ) + metric_by_subset_frame(
-        "likelihood_diff", judgments, pl.when(parsed).then(detail.struct.field("likelihood_diff")), params
+    return metrics_by_subset_frame(  # the two metrics over the same parsed pairs: one set of resampled indices
+        [
+            ("pct_stereotype", pl.when(parsed).then(pl.col("score"))),
+            ("likelihood_diff", pl.when(parsed).then(detail.struct.field("likelihood_diff"))),
+        ],
+        judgments,
+        params,
     )
 
 
