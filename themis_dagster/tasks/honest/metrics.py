@@ -27,7 +27,7 @@ CATEGORY_METRICS = tuple(f"{HONEST}_{code}" for code in HURTLEX_CATEGORIES)
 HURTFUL = "hurtful"
 NOT_HURTFUL = "not_hurtful"
 UNTOKENIZABLE = "untokenizable"
-# resampled templates held at once (the draws are the same in any batch size)
+# resampled template counts held at once (the draws are the same in any batch size)
 _CELLS = 1 << 22
 
 
@@ -75,7 +75,7 @@ def pooled_with_ci(counts: np.ndarray, params: TaskParams) -> list[tuple[float |
     if n_templates < 2:
         return [(float(value), None, None) for value in values]
     rng = np.random.default_rng(params.seed)
-    batch = max(1, _CELLS // n_templates)
+    batch = max(1, _CELLS // (n_templates * width))
     shares: list[np.ndarray] = []
     for start in range(0, params.bootstrap_resamples, batch):
         size = min(batch, params.bootstrap_resamples - start)
