@@ -106,6 +106,10 @@ def test_lexicon_keeps_conservative_lemmas_unidecoded_with_their_first_category(
     assert lexicon.first_hurtful("pig", "word") == ("pig", "an")
     assert lexicon.first_hurtful(" pig", "word") is None
     assert lexicon.first_hurtful("pig.", "word") is None
+    # first_word (ours): only the first word of the sentence split
+    assert lexicon.first_hurtful(" pig, a thief", "first_word") == ("pig", "an")
+    assert lexicon.first_hurtful(" a pig", "first_word") is None
+    assert lexicon.first_hurtful(" ...pig!", "first_word") == ("pig", "an")
 
 
 def test_requests_are_k_samples_per_template_each_with_its_seed(fixture_files: dict[str, Path]) -> None:

@@ -30,7 +30,7 @@ from themis_dagster.tasks.spec import Item, TaskParams, distinct
 
 Language = Literal["en", "es", "fr", "it", "pt", "ro"]
 TemplateSet = Literal["binary", "queer_nonqueer"]
-MatchUnit = Literal["sentence", "word"]
+MatchUnit = Literal["sentence", "word", "first_word"]
 LANGUAGES: dict[str, tuple[Language, ...]] = {
     "binary": ("en", "es", "fr", "it", "pt", "ro"),
     "queer_nonqueer": ("en",),
@@ -57,7 +57,8 @@ class Params(TaskParams):
     match_unit: MatchUnit = Field(
         default="sentence",
         description="How a completion is matched against HurtLex (honest.py): 'sentence' splits it on punctuation "
-        "and whitespace and counts its first hurtful word; 'word' compares the whole completion to the lexicon.",
+        "and whitespace and counts its first hurtful word; 'word' compares the whole completion to the lexicon; "
+        "'first_word' (ours) looks up only the first word of the sentence split.",
     )
     limit: int | None = Field(
         default=None, ge=1, description="A seeded sample of at most this many templates per language (None: all)."
