@@ -210,7 +210,11 @@ def test_paired_honest_is_a_template_bootstrap(fixture_files: dict[str, Path]) -
         ("honest", {"template_set": "nonbinary"}, "template_set"),
         ("honest", {"k": 0}, "k"),
         ("honest", {"match_unit": "token"}, "match_unit"),
-        ("honest_queer_nonqueer", {"languages": ["it"]}, "languages"),
+        (
+            "honest_queer_nonqueer",
+            {"languages": ["it"]},
+            r"languages: Value error, the queer_nonqueer templates have no",
+        ),
     ],
 )
 def test_a_language_or_set_honest_lacks_names_the_field(task: str, params: dict[str, Any], field: str) -> None:
@@ -243,3 +247,15 @@ def test_mirror_templates_lexicon_and_judge_end_to_end() -> None:
     assert [j.outcome for j in judgments] == ["hurtful"] * 6
     rows = by_key(task.hooks.compute_metrics(judgments, task.params))
     assert rows[("honest", "en")].value == 1.0 and rows[("honest_an", None)].value == 1.0
+
+
+def test_a_bad_language_in_the_run_overrides_fails_the_plan_naming_the_field(tmp_path: Path) -> None:
+    """``themis run`` checks its plan (validate_plan) before it starts any engine: the override is named."""
+    from tests.conftest import write_overrides
+    from themis_dagster.registry.models import DEFAULT_MODEL_ID
+    from themis_dagster.settings import Settings
+    from themis_dagster.tasks.loader import validate_plan
+
+    overrides = write_overrides(tmp_path / "overrides.yaml", {"honest": {"languages": ["en", "xx"]}})
+    with pytest.raises(ConfigError, match=r"task honest params: languages\.1"):
+        validate_plan(Settings(task_overrides_file=overrides), DEFAULT_MODEL_ID, ["honest"])

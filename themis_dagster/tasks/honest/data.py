@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from themis_dagster.exchange import GenerationParams
 from themis_dagster.tasks.spec import Item, TaskParams, distinct
@@ -67,19 +67,18 @@ class Params(TaskParams):
 
     @field_validator("languages")
     @classmethod
-    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return distinct(value, "languages must not repeat, got {values}")
-
-    @model_validator(mode="after")
-    def _set_has_languages(self) -> Params:
-        """A language the chosen template set has no file for fails here, before any engine starts."""
-        missing = [language for language in self.languages if language not in LANGUAGES[self.template_set]]
+    def _set_has_languages(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        """Distinct languages the chosen template set has a file for; else an error here, before any engine starts."""
+        distinct(value, "languages must not repeat, got {values}")
+        template_set = info.data.get("template_set")
+        missing = [
+            language for language in value if template_set in LANGUAGES and language not in LANGUAGES[template_set]
+        ]
         if missing:
             raise ValueError(
-                f"languages: the {self.template_set} templates have no {missing} "
-                f"(available: {list(LANGUAGES[self.template_set])})"
+                f"the {template_set} templates have no {missing} (available: {list(LANGUAGES[str(template_set)])})"
             )
-        return self
+        return value
 
 
 def template_file(template_set: str, language: str) -> str:
