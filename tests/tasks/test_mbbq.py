@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import MIRROR, requires_mirror
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.tasks.loader import load_task
-from themis_dagster.tasks.mbbq import data, metrics
+from themis_dagster.tasks.mbbq import data, generate_utils, metrics
 from themis_dagster.tasks.measures import Ratio
 from themis_dagster.tasks.spec import Response
 
@@ -137,3 +137,22 @@ def test_mirror_sample_is_parallel_across_languages() -> None:
     assert len(gender) == 544 and sum(i.fields["target_loc"] is None for i in gender) == 16
     requests = task.module.build_requests(items[-3:], task.params, task.templates)
     assert (requests[0].context or "").startswith("Bağlam: ") and FakeEngine().loglikelihood(requests)
+
+
+def test_generation_replies_are_read_or_counted(tmp_path: Path) -> None:
+    """A letter, an announced letter, the UNKNOWN text and an unreadable reply: three read, one counted."""
+    from themis_dagster.exchange import GenerationParams
+
+    task = load_task("mbbq_generate", {"languages": ["en"], "categories": ["Age"], "control": False})
+    items = task.module.load_items(_fixture(tmp_path), task.params)
+    requests = task.module.build_requests(items, task.params, task.templates)
+    assert "A. Ana\nB. Bo\nC. Unknown" in (requests[0].messages or [])[0]["content"]
+    replies = iter(["A", "The answer is (B).", "Unknown", "???"])
+    responses = FakeEngine(reply=lambda prompt: next(replies)).chat(requests, GenerationParams())
+    judged = task.module.judge(items, requests, responses, task.params)
+    assert [j.detail.get("prediction") for j in judged] == [0, 1, 2, None]
+    assert [j.outcome for j in judged] == ["biased", "biased", "unknown", "unparsed_no_answer"]
+    values = {(m.subset, m.metric): m.value for m in task.module.compute_metrics(judged, task.params)}
+    assert values[(None, "unparsed_rate")] == 0.25 and values[(None, "bias_ambig")] == 1.0
+    assert values[("en/Age", "acc_disambig")] == 0.0 and all(j.refused is not None for j in judged)
+    assert generate_utils.english_announcements("Het antwoord is B") == "Het answer is B"

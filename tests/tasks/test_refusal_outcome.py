@@ -141,6 +141,7 @@ SIZES: dict[str, dict[str, object]] = {
     "bbq_generate": {"limit": 9},
     "esbbq_generate": {"limit": 6},
     "cabbq_generate": {"limit": 6},
+    "mbbq_generate": {"limit": 1, "languages": ["en"], "categories": ["Age", "SES"]},
     "crows_pairs_mc": {"limit": 6},
     "iat": {"iterations": 1},
     "gb_direct": {"limit": 6},
