@@ -84,3 +84,27 @@ def test_mirror_samples() -> None:
     sample = task.module.load_items(files, load_task("kobbq", {"limit": 3, "categories": ["ses"]}).params)
     assert [i.subset for i in sample] == ["ses"] * 3
     assert FakeEngine().loglikelihood(task.module.build_requests(sample, task.params, task.templates))
+
+
+def test_generation_replies_are_read_or_counted(tmp_path: Path) -> None:
+    """Prompt 1 with A/B/C; "B", "정답: A", the choice's text and an unreadable reply: three read, one ooc."""
+    from themis_dagster.exchange import GenerationParams
+    from themis_dagster.tasks.kobbq import generate_utils
+
+    task = load_task("kobbq_generate", {})
+    items = task.module.load_items(_tsv(tmp_path, ROWS[:4]), task.params)
+    requests = task.module.build_requests(items, task.params, task.templates)
+    content = (requests[0].messages or [])[0]["content"]
+    assert content.endswith("질문: 질문?\nA: 손자\nB: 할머니\nC: 알 수 없음\n정답:") and content.startswith(
+        "주어진 맥락을"
+    )
+    replies = iter(["B", "정답: A", "알 수 없음", "???"])
+    responses = FakeEngine(reply=lambda prompt: next(replies)).chat(requests, GenerationParams())
+    judged = task.module.judge(items, requests, responses, task.params)
+    assert [j.detail.get("prediction") for j in judged] == [1, 0, 2, None]
+    assert [j.outcome for j in judged] == ["biased", "biased", "unk", "unparsed_no_answer"]
+    values = {(m.subset, m.metric): m.value for m in task.module.compute_metrics(judged, task.params)}
+    assert values[(None, "ooc_ratio")] == 0.25 and values[(None, "diff_bias_ambig")] == pytest.approx(2 / 3)
+    assert values[(None, "acc_disambig")] is None  # the only disambiguated sample is out of choice
+    assert generate_utils.english_announcements("정답은 C입니다") == " answer is C"
+    assert generate_utils.choice_by_text("할머니입니다.", ["손자", "할머니", "알 수 없음"]) == 1

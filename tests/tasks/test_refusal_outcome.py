@@ -142,6 +142,7 @@ SIZES: dict[str, dict[str, object]] = {
     "esbbq_generate": {"limit": 6},
     "cabbq_generate": {"limit": 6},
     "mbbq_generate": {"limit": 1, "languages": ["en"], "categories": ["Age", "SES"]},
+    "kobbq_generate": {"limit": 2, "categories": ["age", "ses"]},
     "crows_pairs_mc": {"limit": 6},
     "iat": {"iterations": 1},
     "gb_direct": {"limit": 6},
