@@ -143,6 +143,7 @@ SIZES: dict[str, dict[str, object]] = {
     "cabbq_generate": {"limit": 6},
     "mbbq_generate": {"limit": 1, "languages": ["en"], "categories": ["Age", "SES"]},
     "kobbq_generate": {"limit": 2, "categories": ["age", "ses"]},
+    "cbbq_generate": {"limit": 2, "categories": ["gender", "region"]},
     "crows_pairs_mc": {"limit": 6},
     "iat": {"iterations": 1},
     "gb_direct": {"limit": 6},
