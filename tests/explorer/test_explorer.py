@@ -248,6 +248,32 @@ def test_model_page_shows_the_report_sections_with_drilldown_links(built: Built)
     assert _problems(_app("model.py", model="nobody"))[0].startswith("unknown model 'nobody'")
 
 
+def test_model_page_shows_refusal_and_unfinished_shares_beside_each_tasks_values(built: Built) -> None:
+    """As the report: the shares are columns beside every value of their task, never rows among its metrics."""
+    at = _app("model.py", model=CHILD)
+    assert not _problems(at)
+    summaries = [e.value for e in at.dataframe if {"verdict", "refused", "unfinished"} <= set(e.value.columns)]
+    subsets = [e.value for e in at.dataframe if {"subset", "refused", "unfinished"} <= set(e.value.columns)]
+    assert summaries and subsets
+    outcome_rows = {"refused_rate", "reasoning_unfinished_rate", "truncated_rate"}
+    for table in summaries + subsets:
+        assert not set(table["metric"]) & outcome_rows
+    summary = pd.concat(summaries)
+    with duckdb.connect(str(built.warehouse), read_only=True) as conn:
+        refused = conn.execute(
+            "SELECT value, n FROM metric_values WHERE model = ? AND task = 'gb_direct' AND metric = 'refused_rate' "
+            "AND subset IS NULL",
+            [CHILD],
+        ).fetchone()
+    assert refused is not None
+    gb = summary[summary["task"] == "gb_direct"]
+    assert len(gb) > 1 and set(gb["refused"]) == {f"{100.0 * refused[0]:.1f}% of {refused[1]:,}"}
+    assert set(summary[summary["task"] == "crows_pairs"]["refused"]) == {"—"}  # a loglikelihood task: none recorded
+    subset = pd.concat(subsets)
+    shown = subset[subset["refused"] != "—"]
+    assert len(shown) > 0 and shown["refused"].str.contains("% of").all()
+
+
 def test_drilldown_page_shows_replies_filters_and_pages(built: Built) -> None:
     at = _app("drilldown.py", model=CHILD, task="gb_direct", metric="fail_rate")
     assert not _problems(at)

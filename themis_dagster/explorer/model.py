@@ -15,6 +15,8 @@ import streamlit as st
 
 from themis_dagster.explorer import data, ui
 from themis_dagster.reports.data import ReportData
+from themis_dagster.reports.formatting import MISSING
+from themis_dagster.reports.reply_outcomes import is_reply_outcome, reply_outcomes
 from themis_dagster.reports.summary import corrected_text, family_sections, is_mark, judge_text
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 
@@ -22,10 +24,15 @@ LINK = ui.replies_link(width=80)
 
 
 def summary_tables(report: ReportData) -> list[tuple[str, int, pd.DataFrame]]:
-    """Per benchmark family (in the report's order): (family, biased count, table with drill-down links)."""
+    """Per benchmark family (in the report's order): (family, biased count, table with drill-down links).
+
+    A task's refusal and unfinished-reasoning shares stand beside each of its values (columns
+    ``refused`` and ``unfinished``, as in the report), not among its metrics.
+    """
     ranks = {key: f"{rank.rank} of {rank.of}" for key, rank in report.ranks.items()}
+    outcomes = reply_outcomes(report.headline)
     tables = []
-    for section in family_sections(report.headline, report.ideals, ranks, report.judged):
+    for section in family_sections(report.headline, report.ideals, ranks, report.judged, outcomes):
         rows: list[dict[str, Any]] = list(section["rows"])  # type: ignore[call-overload]
         frame = pd.DataFrame(
             {
@@ -38,6 +45,8 @@ def summary_tables(report: ReportData) -> list[tuple[str, int, pd.DataFrame]]:
                 "mark": [f"{r['mark']} ({r['mark_name']})" if r["mark"] else None for r in rows],
                 "rank": [r["rank"] for r in rows],
                 "n": [r["n"] for r in rows],
+                "refused": [r["refused"] for r in rows],  # the task's share of refused replies, of how many
+                "unfinished": [r["unfinished"] for r in rows],  # reasoning unfinished and truncated answers
                 "judge": [r["judge"] for r in rows],  # judged metrics: the judge and its kappa, or "uncalibrated judge"
                 "corrected": [r["corrected"] for r in rows],  # corrected for the judge's errors, or why not
                 "replies": [ui.href("drilldown", model=report.model, task=r["task"], metric=r["metric"]) for r in rows],
@@ -48,8 +57,15 @@ def summary_tables(report: ReportData) -> list[tuple[str, int, pd.DataFrame]]:
 
 
 def subset_table(report: ReportData, task: str) -> pd.DataFrame:
-    rows = [r for r in report.subsets if r.task == task and not is_mark(r.metric) and r.metric != DEPARTURE_METRIC]
+    """A task's subset values, each beside its subset's refusal and unfinished-reasoning shares (as in the report)."""
+    rows = [
+        r
+        for r in report.subsets
+        if r.task == task and not is_mark(r.metric) and r.metric != DEPARTURE_METRIC and not is_reply_outcome(r.metric)
+    ]
     judged = [report.judged.get((task, r.metric, r.subset)) for r in rows]
+    outcomes = reply_outcomes(report.subsets)
+    shares = [outcomes.get((task, r.subset)) for r in rows]
     return pd.DataFrame(
         {
             "metric": [r.metric for r in rows],
@@ -57,6 +73,8 @@ def subset_table(report: ReportData, task: str) -> pd.DataFrame:
             "value": [r.value for r in rows],
             "95% CI": [ui.fmt_ci(r.ci_low, r.ci_high) for r in rows],
             "n": [r.n for r in rows],
+            "refused": [share.refused_text if share else MISSING for share in shares],
+            "unfinished": [share.unfinished_text if share else MISSING for share in shares],
             "judge": [judge_text(j) for j in judged],
             "corrected": [corrected_text(j) for j in judged],
             "replies": [

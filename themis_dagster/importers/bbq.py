@@ -18,6 +18,12 @@ lacks, or whose ``target_loc`` is NA, is dropped; an "x" is kept and never the t
 intersectional files (``Race_x_SES``, ``Race_x_gender``) are scored by that script's
 intersectional rule (``groups.intersectional_target``).
 
+A row may also hold the model's reasoning (a reasoning model's thinking, kept apart from its
+answer): a ``reasoning`` (or ``reasoning_content``) field, a string or null, stored as the
+responses' ``reasoning`` (empty or null: none). As for every import (``importers/replies.py``),
+the parser never reads it, a reply with reasoning and no answer is withheld as
+``reasoning_unfinished``, and the refusal detector reads the answer.
+
 Every row of every file is checked before anything is returned; problems raise
 ``ImportValidationError`` naming file, row (1 = first line) and column.
 """
@@ -30,6 +36,7 @@ from typing import Any
 
 from themis_dagster.importers import ImportedReplies, ImportValidationError
 from themis_dagster.importers.jsonl import jsonl_objects
+from themis_dagster.importers.replies import REASONING_COLUMNS
 from themis_dagster.tasks.bbq.data import item_from_row, row_target
 from themis_dagster.tasks.bbq.groups import read_additional_metadata, unknown_location
 from themis_dagster.tasks.spec import Item, Request, Response
@@ -56,8 +63,9 @@ def _check(path: Path, number: int, row: dict[str, Any], column: str) -> list[st
     problems = [f"{where}: column {name}: missing" for name in (*ROW_COLUMNS, column) if name not in row]
     if problems:
         return problems
-    if not isinstance(row[column], str | None):
-        problems.append(f"{where}: column {column}: expected a string, got {type(row[column]).__name__}")
+    for name in (column, *(name for name in REASONING_COLUMNS if name in row)):
+        if not isinstance(row[name], str | None):
+            problems.append(f"{where}: column {name}: expected a string, got {type(row[name]).__name__}")
     info = row["answer_info"]
     if not isinstance(info, dict) or any(
         not isinstance(info.get(f"ans{k}"), list) or len(info[f"ans{k}"]) != 2 for k in range(3)
@@ -72,6 +80,11 @@ def _check(path: Path, number: int, row: dict[str, Any], column: str) -> list[st
     return problems
 
 
+def _reasoning(row: dict[str, Any]) -> str | None:
+    """The row's reasoning: the first reasoning field it has that is not empty (None: none)."""
+    return next((row[name] for name in REASONING_COLUMNS if row.get(name)), None)
+
+
 def import_predictions(
     paths: Sequence[Path], column: str, request_for: Any, metadata: Path | None = None
 ) -> ImportedReplies:
@@ -82,7 +95,7 @@ def import_predictions(
         if not metadata.is_file():
             raise ImportValidationError([f"{metadata}: file not found"])
         table = read_additional_metadata(metadata)
-    kept: list[tuple[Item, str | None]] = []
+    kept: list[tuple[Item, str | None, str | None]] = []
     seen: dict[str, str] = {}
     for path in paths:
         for number, row in _rows(path, problems):
@@ -99,18 +112,18 @@ def import_predictions(
                 continue  # the script: filter(!(model=="baseline_qonly"&context_condition=="disambig"))
             if row_target(row, table) is None or unknown_location(row) is None:
                 continue  # no bias target: dropped by the bias-score script (target_loc NA)
-            kept.append((item_from_row(row, table), row[column]))
+            kept.append((item_from_row(row, table), row[column], _reasoning(row)))
     if problems:
         raise ImportValidationError(problems)
     if not kept:
         raise ImportValidationError([f"{', '.join(map(str, paths))}: no scorable row for column {column}"])
-    items = [item for item, _ in kept]
+    items = [item for item, _, _ in kept]
     requests: list[Request] = request_for(items)
     by_item = {request.item_id: request for request in requests}
     responses = [
-        Response(by_item[item.item_id].request_id, item.item_id, text=prediction)
+        Response(by_item[item.item_id].request_id, item.item_id, text=prediction, reasoning=reasoning)
         if prediction is not None
         else Response(by_item[item.item_id].request_id, item.item_id, error=f"no prediction in {column}")
-        for item, prediction in kept
+        for item, prediction, reasoning in kept
     ]
     return ImportedReplies(items, requests, responses)

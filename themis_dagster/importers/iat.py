@@ -13,6 +13,12 @@ Two CSV layouts are read (detected from the header):
    (= dataset, e.g. ``racism``, ``arab``, ``mentalill``) and ``variation``. Those files do not
    keep the offered labels or word order, so every label and word of the set counts.
 
+Either layout may add the model's reasoning (a reasoning model's thinking, kept apart from its
+reply): a ``reasoning`` (or ``reasoning_content``) column, stored as the responses' ``reasoning``
+(an empty cell: none). As for every import (``importers/replies.py``), the parser never reads it,
+a reply with reasoning and no answer is withheld as ``reasoning_unfinished``, and the refusal
+detector reads the reply.
+
 Every row of every file is validated before any row is produced; problems raise
 ``ImportValidationError`` listing ``<file>: row <n>: column <name>: <why>`` (row 1 = the first
 data row after the header).
@@ -25,13 +31,14 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from themis_dagster.importers import ImportedReplies, ImportValidationError
+from themis_dagster.importers.replies import REASONING_COLUMNS
 from themis_dagster.tasks.iat.stimuli import (
     MAIN_FILE,
     SYNONYM_FILE,
@@ -67,6 +74,7 @@ class _Row:
     temperature: float | None
     model: str | None
     text: str
+    reasoning: str | None = None
 
 
 class _Problems(list[str]):
@@ -244,7 +252,8 @@ def _read_rows(paths: Sequence[Path], validator: _Validator) -> list[_Row]:
                 index = values.get(index_column) if index_column else None
                 parsed = validator.reference_row(Path(path), number, values, index)
             if parsed is not None:
-                rows.append(parsed)
+                reasoning = next((values[name] for name in REASONING_COLUMNS if values.get(name)), None)
+                rows.append(replace(parsed, reasoning=reasoning))
     return rows
 
 
@@ -282,7 +291,7 @@ def _as_rows(rows: list[_Row]) -> ImportedReplies:
                 gen_params=gen_params,
             )
         )
-        responses.append(Response(request_id=identifier, item_id=identifier, text=row.text))
+        responses.append(Response(request_id=identifier, item_id=identifier, text=row.text, reasoning=row.reasoning))
     return ImportedReplies(items, requests, responses)
 
 

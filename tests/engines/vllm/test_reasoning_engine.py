@@ -5,7 +5,8 @@ reasoning budget of ``BUDGET`` tokens. Greedy decoding on it (seen on vLLM's CPU
 transformers): a multiple-choice question gets one line of reasoning, closed, then an answer; a
 prompt that mentions ZEBRAFISH gets reasoning that starts with that word and does not end within
 ``BUDGET`` + 8 tokens. The sentinel is planted in the reasoning by that prompt; it must reach
-neither ``text`` nor any judgment.
+neither ``text`` nor any judgment. Every generation task (``SIZES``: a few items each) then runs through
+the same engine in one batch, judged as the judgments stage judges, each reply's reasoning its own sentinel.
 
 Run alone, behind the engine lock:
 ``flock /tmp/themis-engine.lock pytest -m engine tests/engines/vllm/test_reasoning_engine.py``.
@@ -18,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import polars as pl
 import pytest
 from dagster import DagsterInstance, materialize
 
 from tests.conftest import make_resources, requires_mirror, write_overrides
 from tests.reasoning_fixture import build_thinking_model, thinking_model_entry, write_models_file
 from themis_dagster.assets import evaluation_assets
+from themis_dagster.columnar.columnar import columnar_judge
 from themis_dagster.columnar.reply_guard import guard_replies, relabel
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.exchange import Response
@@ -31,6 +34,8 @@ from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.resources import ThemisConfig
 from themis_dagster.resources.engine import shutdown_warm_engines
 from themis_dagster.tasks.bbq import generate_utils as bbq_generate
+from themis_dagster.tasks.declaration import read_declaration
+from themis_dagster.tasks.loader import task_files, task_names
 from themis_dagster.tasks.spec import Item, Request
 from themis_dagster.warehouse.frames import from_frame, to_frame
 
@@ -46,14 +51,31 @@ QUESTION = (
     "A. The man\nB. The woman\nC. Can't be determined"
 )
 PLANTED = f"Think about {SENTINEL}, then answer: what is 2+2?"
+# Every generation task at a few items, with answer budgets of 8-32 tokens on top of the 8-token reasoning
+# budget: some replies close their reasoning and answer, others stay inside it (tests below).
+_SHORT: dict[str, object] = {"generation": {"max_tokens": 16}}
+_PROBE: dict[str, object] = {"limit": 1, "num_repetitions": 1, "bootstrap_resamples": 100, **_SHORT}
+SIZES: dict[str, dict[str, object]] = {
+    "bbq_generate": {"limit": 1},  # one item per category file (7), its own 32-token answer budget
+    "esbbq_generate": {"limit": 1, **_SHORT},
+    "cabbq_generate": {"limit": 1, **_SHORT},
+    "crows_pairs_mc": {"limit": 2, **_SHORT},
+    "iat": {"iterations": 1, "variations": ["replication"], "generation": {"max_tokens": 32}},
+    "langbite_example": {"limit": 1, **_SHORT},
+    "bold": {"limit": 1, "domains": ["gender"], "generation": {"max_tokens": 8}},
+    "winobias_chat": {"limit": 1, **_SHORT},
+    **{task: _PROBE for task in task_names() if task.startswith("gb_")},
+}
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, object]]]:
     folder = tmp_path_factory.mktemp("thinker")
     model = build_thinking_model(folder / "model")
-    models = write_models_file(folder / "models.yaml", [thinking_model_entry(THINKER, model, BUDGET)])
-    overrides = write_overrides(folder / "overrides.yaml", {"bbq_generate": {"limit": 1}})
+    models = write_models_file(
+        folder / "models.yaml", [thinking_model_entry(THINKER, model, BUDGET, max_model_len=4096)]
+    )
+    overrides = write_overrides(folder / "overrides.yaml", SIZES)
     resources = make_resources(folder / "warehouse.duckdb", overrides, engine="vllm", keep_warm=True)
     themis = resources["themis"]
     assert isinstance(themis, ThemisConfig)
@@ -133,3 +155,93 @@ def test_a_task_on_the_thinking_model_stores_reasoning_apart(
     assert cached is not None and cached[0] == len(rows)
     assert judged is not None and judged[0] == len(rows)
     assert {"reasoning_unfinished_rate", "truncated_rate"} <= {metric for (metric,) in rates}
+
+
+# -- every generation task through the thinking model ---------------------------------------------
+
+
+def generation_tasks() -> list[str]:
+    """Every task the model answers in words (chat or completion requests), read from the task declarations."""
+    return [name for name, path in sorted(task_files().items())
+            if read_declaration(path).fields.get("request_type") in ("chat", "generate")]  # fmt: skip
+
+
+def _judged_as_the_stage_does(
+    task: Any, items: list[Item], requests: list[Request], replies: list[Response]
+) -> tuple[pl.DataFrame, list[Response]]:
+    """The judgments stage's own path (assets/evaluation.py ``judgments``) without the warehouse.
+
+    The replies pass the guard, the task's ``judge`` reads what it lets through, ``relabel`` names
+    the withheld ones; returns the judgments and the responses the task's parser was given.
+    """
+    guarded = guard_replies(to_frame("responses", replies, model=THINKER, task=task.name), declares_reasoning=True)
+    shown = from_frame("responses", guarded.responses, Response)
+    judged = task.module.judge(items, requests, shown, task.params)
+    return relabel(to_frame("judgments", judged, model=THINKER, task=task.name), guarded), shown
+
+
+def _telling(reasoning: str | None, *elsewhere: str) -> bool:
+    """Whether a reasoning could only have come from the reasoning: a few words found in no answer and no prompt."""
+    text = (reasoning or "").strip()
+    return len(text.split()) >= 3 and not any(text in other for other in elsewhere)
+
+
+@requires_mirror
+def test_no_reasoning_reaches_any_generation_tasks_parser(workspace: tuple[Path, dict[str, Any]], engine: Any) -> None:
+    """Every generation task's prompts on the real engine, one batch; each reply's reasoning is its sentinel.
+
+    A word planted in the prompt does not reliably reach a 135M model's reasoning (it echoed it for few
+    prompts, and into some answers too), so the sentinels are the reasoning texts themselves: each
+    one of three words or more that is in no answer and no prompt of its task must be in none of the
+    task's judgments, and no parser is ever handed a reasoning or a reply withheld as unfinished.
+    """
+    _, resources = workspace
+    themis = resources["themis"]
+    tasks = generation_tasks()
+    assert set(tasks) == set(SIZES), "a generation task without a size here would go unchecked"
+    work: list[tuple[Any, list[Item], list[Request]]] = []
+    for name in tasks:
+        task = themis.task(name)
+        assert columnar_judge(task) is None and not task.judge_model, f"{name}: judged another way than below"
+        paths = {file: found.path for file, found in themis.dataset_files(task).items()}
+        items = task.module.load_items(paths, task.params)
+        work.append((task, items, task.module.build_requests(items, task.params, task.templates)))
+    replies, _ = dispatch(engine, [request for _, _, requests in work for request in requests])
+    assert all(reply.error is None for reply in replies), [reply.error for reply in replies if reply.error]
+    start, telling, unfinished, parsed_after_reasoning = 0, 0, 0, 0
+    for task, items, requests in work:
+        mine, start = replies[start : start + len(requests)], start + len(requests)
+        assert [reply.request_id for reply in mine] == [request.request_id for request in requests]
+        judgments, shown = _judged_as_the_stage_does(task, items, requests, mine)
+        chat = task.spec.request_type == "chat"
+        # the engine split every chat reply (the template opened the block); no marker left on either side
+        for reply in mine:
+            assert (reply.reasoning is not None) == chat, (task.name, reply)
+            both = (reply.text or "") + (reply.reasoning or "")
+            assert "<think>" not in both and "</think>" not in both, (task.name, reply)
+        # what the parser was handed: answers only, never a reasoning, never a reply left inside its reasoning
+        for reply, read in zip(mine, shown, strict=True):
+            assert read.reasoning is None and read.n_reasoning_tokens is None
+            left_inside = chat and not (reply.text or "").strip()
+            assert read.text == (None if left_inside or (chat and reply.finish_reason == "length") else reply.text)
+            unfinished += left_inside
+        # and nothing of a reasoning in any judgment
+        answers = [reply.text or "" for reply in mine] + [reply.prompt_text or "" for reply in mine]
+        sentinels = [reply.reasoning for reply in mine if _telling(reply.reasoning, *answers)]
+        judged = str(judgments.to_dicts())
+        assert [sentinel for sentinel in sentinels if sentinel and sentinel.strip() in judged] == [], task.name
+        telling += len(sentinels)
+        answered = {reply.item_id for reply in mine if reply.reasoning and (reply.text or "").strip()}
+        parsed_after_reasoning += judgments.filter(pl.col("parsed") & pl.col("item_id").is_in(answered)).height
+        # a judgment whose replies were all withheld parsed nothing (named reasoning_unfinished where per reply)
+        withheld = [reply for reply, read in zip(mine, shown, strict=True) if read.text is None]
+        kept = {key for reply, read in zip(mine, shown, strict=True) if read.text is not None
+                for key in (reply.item_id, reply.request_id)}  # fmt: skip
+        for row in judgments.filter(~pl.col("item_id").is_in(kept)).iter_rows(named=True):
+            assert not row["parsed"], (task.name, row)
+        per_reply = {reply.request_id for reply in withheld if not (reply.text or "").strip()}
+        for row in judgments.filter(pl.col("item_id").is_in(per_reply)).iter_rows(named=True):
+            assert row["outcome"] == "reasoning_unfinished", (task.name, row)
+    assert start == len(replies)
+    # the 8-token budget left some replies inside their reasoning; others closed it and were parsed
+    assert unfinished > 0 and parsed_after_reasoning > 0 and telling >= len(tasks), (unfinished, telling)
