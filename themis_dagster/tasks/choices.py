@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from themis_dagster.tasks.rendering import render, template_sha256, template_text
-from themis_dagster.tasks.spec import Item, Request, Response
+from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 
 def choice_requests(
@@ -83,3 +83,22 @@ def choice_scores(
 def first_argmax(values: Sequence[float]) -> int:
     """The index of the largest value, the first one on a tie (``np.argmax``)."""
     return max(range(len(values)), key=lambda k: (values[k], -k))
+
+
+def judge_likeliest(
+    items: Sequence[Item],
+    responses: Sequence[Response],
+    suffixes: Sequence[str],
+    detail_of: Callable[[Item], dict[str, object]],
+    answered: Callable[[Item, int, dict[str, object]], Judgment],
+) -> list[Judgment]:
+    """Per item: the likeliest choice (first wins a tie) judged by ``answered``; an item missing any
+    finite score is ``missing_response`` (not scored), its ``detail_of`` with the scores found."""
+    judgments = []
+    for item, values, scores in scored_items(items, responses, suffixes):
+        if values is None:
+            detail = detail_of(item) | {"loglikelihoods": scores}
+            judgments.append(Judgment(item.item_id, item.subset, "missing_response", None, False, detail))
+            continue
+        judgments.append(answered(item, first_argmax(values), {"loglikelihoods": values}))
+    return judgments

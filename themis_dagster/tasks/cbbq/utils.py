@@ -14,7 +14,7 @@ from pydantic import Field
 from themis_dagster.tasks.cbbq.data import Params as DataParams
 from themis_dagster.tasks.cbbq.data import load_items
 from themis_dagster.tasks.cbbq.metrics import PAIRED_METRICS, answered, compute_metrics, detail_of
-from themis_dagster.tasks.choices import build_choice_requests, first_argmax, scored_items
+from themis_dagster.tasks.choices import build_choice_requests, judge_likeliest
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 __all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
@@ -40,11 +40,4 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
     """Per item: the likeliest answer; missing or non-finite scores -> ``missing_response`` (not scored)."""
-    judgments = []
-    for item, values, scores in scored_items(items, responses, ANSWERS):
-        if values is None:
-            detail = detail_of(item) | {"loglikelihoods": scores}
-            judgments.append(Judgment(item.item_id, item.subset, "missing_response", None, False, detail))
-            continue
-        judgments.append(answered(item, first_argmax(values), {"loglikelihoods": values}))
-    return judgments
+    return judge_likeliest(items, responses, ANSWERS, detail_of, answered)
