@@ -15,9 +15,9 @@ from themis_dagster.assets.comparisons import compare_models
 from themis_dagster.assets.jobs import calibrate_judge_job, evaluate_job, reports_job
 from themis_dagster.resources import ThemisConfig, WarehouseResource, engine_resource
 from themis_dagster.schedules import reevaluation_schedule
-from themis_dagster.sensors import CheckpointWatchConfig, checkpoint_sensor
-from themis_dagster.sensors.automation import automation_sensor
-from themis_dagster.sensors.dead_runs import dead_run_sensor
+from themis_dagster.sensors import CheckpointWatchConfig, build_checkpoint_sensor
+from themis_dagster.sensors.automation import build_automation_sensor
+from themis_dagster.sensors.dead_runs import build_dead_run_sensor
 from themis_dagster.settings import Settings
 
 
@@ -53,12 +53,14 @@ def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, ob
 
 
 def build_definitions(settings: Settings | None = None, keep_warm: bool = False) -> Definitions:
+    settings = settings or Settings.from_env()
+    every = settings.sensor_interval_s
     return Definitions(
         assets=[*evaluation_assets, *report_assets, *comparison_assets, *augmentation_assets, *judge_assets],
         jobs=[evaluate_job, reports_job, compare_models, calibrate_judge_job],
-        sensors=[checkpoint_sensor, automation_sensor, dead_run_sensor],
+        sensors=[build_checkpoint_sensor(every), build_automation_sensor(every), build_dead_run_sensor(every)],
         schedules=[reevaluation_schedule],
-        resources=build_resources(settings or Settings.from_env(), keep_warm=keep_warm),
+        resources=build_resources(settings, keep_warm=keep_warm),
         executor=in_process_executor,
     )
 

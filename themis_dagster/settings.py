@@ -42,6 +42,7 @@ class Settings(BaseModel):
     request_cache: bool = True  # reuse answers by request fingerprint (and resume killed runs)
     request_chunk_size: int = Field(default=4096, ge=1)  # requests sent to the engine at a time
     commit_interval_s: float = Field(default=10.0, gt=0)  # answers committed at least this often during inference
+    sensor_interval_s: int = Field(default=30, ge=1)  # how often the sensors tick (checkpoints, reports, dead runs)
     fake_engine_latency_s: float = Field(default=0.0, ge=0)  # THEMIS_ENGINE=fake: seconds per engine call
 
     @classmethod
@@ -70,6 +71,7 @@ class Settings(BaseModel):
             "request_cache": "THEMIS_REQUEST_CACHE",
             "request_chunk_size": "THEMIS_REQUEST_CHUNK_SIZE",
             "commit_interval_s": "THEMIS_COMMIT_INTERVAL_S",
+            "sensor_interval_s": "THEMIS_SENSOR_INTERVAL_S",
             "fake_engine_latency_s": "THEMIS_FAKE_ENGINE_LATENCY_S",
         }
         values = {field: os.environ[var] for field, var in env.items() if os.environ.get(var)}

@@ -58,6 +58,18 @@ def test_asset_graph_snapshot() -> None:
     assert {"crows_pairs", "crows_pairs_prompted"} <= set(task_names())
 
 
+def test_the_sensors_tick_as_often_as_the_setting_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    from themis_dagster.errors import ConfigError
+    from themis_dagster.settings import Settings
+
+    assert {s.minimum_interval_seconds for s in defs.sensors or []} == {30}
+    monkeypatch.setenv("THEMIS_SENSOR_INTERVAL_S", "7")
+    assert {s.minimum_interval_seconds for s in build_definitions().sensors or []} == {7}
+    monkeypatch.setenv("THEMIS_SENSOR_INTERVAL_S", "0")
+    with pytest.raises(ConfigError, match="THEMIS_SENSOR_INTERVAL_S"):
+        Settings.from_env()
+
+
 def test_asset_specs_snapshot() -> None:
     """Each asset's group, kinds, partitioning, automation, pools and checks, as the factories build them."""
     graph = defs.resolve_asset_graph()

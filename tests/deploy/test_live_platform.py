@@ -149,6 +149,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         "THEMIS_TASK_OVERRIDES": str(folder / "profile.yaml"),
         "THEMIS_CHECKPOINTS_DIR": str(checkpoints),
         "THEMIS_CHECKPOINT_SETTLE_SECONDS": "2",
+        "THEMIS_SENSOR_INTERVAL_S": "5",  # the sensors' ticks, not the platform, are what a test waits on
         "THEMIS_CHECKPOINT_TASKS": ",".join(TASKS),
         "THEMIS_DISCOVERED_MODELS_FILE": str(folder / "discovered.yaml"),
         "THEMIS_REPORTS_DIR": str(folder / "reports"),

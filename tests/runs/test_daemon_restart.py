@@ -65,6 +65,7 @@ def platform(tmp_path: Path) -> Iterator[tuple[Live, dict[str, Any]]]:
         "THEMIS_ENGINE": "fake",
         "THEMIS_FAKE_ENGINE_LATENCY_S": "1.5",
         "THEMIS_REQUEST_CHUNK_SIZE": "4",
+        "THEMIS_SENSOR_INTERVAL_S": "5",  # the dead-run sweeper finds the killed run sooner
         "THEMIS_WAREHOUSE": str(tmp_path / "warehouse.duckdb"),
         "THEMIS_TASK_OVERRIDES": str(tmp_path / "profile.yaml"),
         "THEMIS_DISCOVERED_MODELS_FILE": str(tmp_path / "discovered.yaml"),

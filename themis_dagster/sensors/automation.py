@@ -2,12 +2,21 @@
 
 from dagster import AssetSelection, AutomationConditionSensorDefinition, DefaultSensorStatus
 
-# Keeps the leaderboard, reports and benchmark reports current: their eager conditions
-# fire whenever a bias_metrics partition is materialized.
-automation_sensor = AutomationConditionSensorDefinition(
-    "report_automation",
-    target=AssetSelection.groups("reports"),
-    default_status=DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
-    description="Materializes the reports group when bias metrics change.",
-)
+DEFAULT_MIN_INTERVAL_SECONDS = 30
+
+
+def build_automation_sensor(
+    minimum_interval_seconds: int = DEFAULT_MIN_INTERVAL_SECONDS,
+) -> AutomationConditionSensorDefinition:
+    """Keeps the leaderboard, reports and benchmark reports current: their eager conditions fire
+    whenever a bias_metrics partition is materialized."""
+    return AutomationConditionSensorDefinition(
+        "report_automation",
+        target=AssetSelection.groups("reports"),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=minimum_interval_seconds,
+        description="Materializes the reports group when bias metrics change.",
+    )
+
+
+automation_sensor = build_automation_sensor()

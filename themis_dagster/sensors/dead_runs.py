@@ -9,17 +9,27 @@ sensor applies ``runs.orphans.fail_dead_runs`` on every tick; the failure it rep
 
 from __future__ import annotations
 
-from dagster import DefaultSensorStatus, SensorEvaluationContext, SkipReason, sensor
+from dagster import DefaultSensorStatus, SensorDefinition, SensorEvaluationContext, SkipReason, sensor
 
 from themis_dagster.runs.orphans import fail_dead_runs
 
+DEFAULT_MIN_INTERVAL_SECONDS = 30
 
-@sensor(
-    name="dead_run_sweeper",
-    minimum_interval_seconds=30,
-    default_status=DefaultSensorStatus.RUNNING,
-    description="Marks runs whose process is gone as failed, so they are retried.",
-)
-def dead_run_sensor(context: SensorEvaluationContext) -> SkipReason:
-    failed = fail_dead_runs(context.instance)
-    return SkipReason(f"marked failed: {', '.join(failed)}" if failed else "no dead runs")
+
+def build_dead_run_sensor(minimum_interval_seconds: int = DEFAULT_MIN_INTERVAL_SECONDS) -> SensorDefinition:
+    """The sweeper, with its interval chosen at definition time."""
+
+    @sensor(
+        name="dead_run_sweeper",
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Marks runs whose process is gone as failed, so they are retried.",
+    )
+    def dead_run_sensor(context: SensorEvaluationContext) -> SkipReason:
+        failed = fail_dead_runs(context.instance)
+        return SkipReason(f"marked failed: {', '.join(failed)}" if failed else "no dead runs")
+
+    return dead_run_sensor
+
+
+dead_run_sensor = build_dead_run_sensor()
