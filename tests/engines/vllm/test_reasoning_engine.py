@@ -64,6 +64,11 @@ SIZES: dict[str, dict[str, object]] = {
     "langbite_example": {"limit": 1, **_SHORT},
     "bold": {"limit": 1, "domains": ["gender"], "generation": {"max_tokens": 8}},
     "winobias_chat": {"limit": 1, **_SHORT},
+    "mbbq_generate": {"limit": 1, "languages": ["en"], "categories": ["Age"], **_SHORT},
+    "kobbq_generate": {"limit": 1, "categories": ["age"], **_SHORT},
+    "cbbq_generate": {"limit": 1, "categories": ["gender"], **_SHORT},
+    "honest": {"languages": ["en"], "limit": 2, "k": 1, "generation": {"max_tokens": 8}},
+    "honest_queer_nonqueer": {"limit": 2, "k": 1, "generation": {"max_tokens": 8}},
     **{task: _PROBE for task in task_names() if task.startswith("gb_")},
 }
 
