@@ -26,7 +26,8 @@ import pandas as pd
 from themis_dagster.registry.model_id import InvalidModelIdError, validate_model_id
 from themis_dagster.reports.data import ReportData, dig, judged_rows, load_report_data, parse_config
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
-from themis_dagster.reports.summary import benchmark_family, corrected_text, is_mark, judge_text, mark_letter, verdict
+from themis_dagster.reports.judged_text import corrected_text, judge_text
+from themis_dagster.reports.summary import benchmark_family, is_mark, mark_letter, verdict
 from themis_dagster.warehouse import ducklake
 from themis_dagster.warehouse.readonly import WarehouseBusy, connect_read_only
 from themis_dagster.warehouse.reads import Params, bound, optional_rows

@@ -16,8 +16,9 @@ import streamlit as st
 from themis_dagster.explorer import data, ui
 from themis_dagster.reports.data import ReportData
 from themis_dagster.reports.formatting import MISSING
+from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.reply_outcomes import is_reply_outcome, reply_outcomes
-from themis_dagster.reports.summary import corrected_text, family_sections, is_mark, judge_text
+from themis_dagster.reports.summary import family_sections, is_mark
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 
 LINK = ui.replies_link(width=80)

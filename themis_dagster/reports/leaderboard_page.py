@@ -17,8 +17,9 @@ import duckdb
 from themis_dagster import __version__
 from themis_dagster.reports.data import JudgedRow, MetricRow, _metric_rows, _rows, judged_rows
 from themis_dagster.reports.formatting import MISSING
+from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.model_report import _environment, report_dirname
-from themis_dagster.reports.summary import FAMILIES, benchmark_family, corrected_text, judge_text, summary_row
+from themis_dagster.reports.summary import FAMILIES, benchmark_family, summary_row
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,10 @@ from themis_dagster.reports import plots
 from themis_dagster.reports.data import Ideals, MetricRow, ReportData, RunRecord, dig, known_models, load_report_data
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
 from themis_dagster.reports.formatting import MISSING, clip, fmt, fmt_ci, fmt_share, md
+from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.lineage import load_lineage, trend_table
 from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, reply_outcomes
-from themis_dagster.reports.summary import corrected_text, family_sections, is_mark, judge_text
+from themis_dagster.reports.summary import family_sections, is_mark
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"

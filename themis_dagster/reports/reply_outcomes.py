@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from themis_dagster.columnar.reply_guard import REASONING_UNFINISHED, TRUNCATED
 from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow
 from themis_dagster.reports.formatting import MISSING
+from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.tasks.refusals.outcome import REFUSED_RATE
 
 UNFINISHED_RATE = f"{REASONING_UNFINISHED}_rate"
@@ -38,8 +39,6 @@ class ReplyOutcomes:
         """``12.5% of 40``; decided by a refusal judge: its corrected value (or why none) and its kappa beside it."""
         if self.refused_judged is None:
             return share_text(self.refused)
-        from themis_dagster.reports.summary import corrected_text, judge_text  # summary reads this module
-
         return f"{share_text(self.refused)} · {corrected_text(self.refused_judged)} · {judge_text(self.refused_judged)}"
 
     @property
