@@ -14,7 +14,7 @@ import re
 
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.parser import parse_answer
+from themis_dagster.tasks.bbq.chat_judging import judge_lettered_replies
 from themis_dagster.tasks.bbq.rendering import lettered_chat_request
 from themis_dagster.tasks.cbbq.data import load_items
 from themis_dagster.tasks.cbbq.metrics import PAIRED_METRICS, answered, detail_of
@@ -56,25 +56,10 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
     """Per item: the answer the reply chose, or why none could be read; and whether it refused."""
-    by_id = {response.request_id: response for response in responses}
-    judgments: list[Judgment] = []
-    for item in items:
-        response = by_id.get(f"{item.item_id}:chat")
-        if response is None or response.error is not None:
-            reason = "missing_response" if response is None else "engine_error"
-            judgments.append(Judgment(item.item_id, item.subset, reason, None, False, detail_of(item)))
-            continue
-        answers = list(item.fields["answers"])
-        result = parse_answer(english_announcements(response.text), answers, (), None)
-        extra = {"parse_rule": result.how, "reply": (response.text or "")[:300]}
-        by_text = answer_by_text(response.text, answers) if result.index is None else None
-        if by_text is not None:
-            judgments.append(answered(item, by_text, extra | {"parse_rule": "answer_text"}))
-        elif result.index is None:
-            detail = detail_of(item) | extra
-            judgments.append(Judgment(item.item_id, item.subset, f"unparsed_{result.reason}", None, False, detail))
-        else:
-            judgments.append(answered(item, result.index, extra))
+    judgments = judge_lettered_replies(
+        items, responses, choices_field="answers", announcements=english_announcements, detail_of=detail_of,
+        answered=answered, by_text=answer_by_text, by_text_rule="answer_text",
+    )  # fmt: skip
     return mark_refusals(judgments, replies_by(responses), "zh")
 
 

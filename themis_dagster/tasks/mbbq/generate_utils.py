@@ -16,7 +16,7 @@ import re
 
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.parser import parse_answer
+from themis_dagster.tasks.bbq.chat_judging import judge_lettered_replies
 from themis_dagster.tasks.bbq.rendering import lettered_chat_request
 from themis_dagster.tasks.mbbq.data import Params as DataParams
 from themis_dagster.tasks.mbbq.data import load_items
@@ -57,21 +57,10 @@ def build_requests(items: list[Item], params: Params, templates: dict[str, str])
 
 def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
     """Per item: the answer the reply chose, or why none could be read; and whether it refused, in its language."""
-    by_id = {response.request_id: response for response in responses}
-    judgments: list[Judgment] = []
-    for item in items:
-        response = by_id.get(f"{item.item_id}:chat")
-        if response is None or response.error is not None:
-            reason = "missing_response" if response is None else "engine_error"
-            judgments.append(Judgment(item.item_id, item.subset, reason, None, False, detail_of(item)))
-            continue
-        result = parse_answer(english_announcements(response.text), list(item.fields["answers"]), (), None)
-        extra = {"parse_rule": result.how, "reply": (response.text or "")[:300]}
-        if result.index is None:
-            detail = detail_of(item) | extra
-            judgments.append(Judgment(item.item_id, item.subset, f"unparsed_{result.reason}", None, False, detail))
-            continue
-        judgments.append(answered(item, result.index, extra))
+    judgments = judge_lettered_replies(
+        items, responses, choices_field="answers", announcements=english_announcements, detail_of=detail_of,
+        answered=answered,
+    )  # fmt: skip
     replies = replies_by(responses)
     languages = {item.item_id: str(item.fields["language"]) for item in items}
     return [mark_refusals([j], replies, languages[j.item_id])[0] for j in judgments]
