@@ -102,3 +102,21 @@ def test_failed_requests_are_retried_alone() -> None:
     assert stats.retried == 1 and engine.calls == ["loglikelihood:1", "chat:1"]  # only the failed one re-sent
     answers, stats = dispatch(Flaky(), requests, retries=0)
     assert answers[1].error == "TimeoutError: engine busy" and stats.errors == 1
+
+
+def test_the_hand_off_of_streamed_answers_is_timed_apart_from_the_engine() -> None:
+    """What ``on_answered`` costs is the platform's, inside the engine call's wall time: both are kept."""
+    import time
+
+    handed: list[str] = []
+
+    def slow_sink(answers: Sequence[Response]) -> None:
+        time.sleep(0.02)
+        handed.extend(answer.request_id for answer in answers)
+
+    requests = [Request(str(k), "1", "loglikelihood", "ctx", f" w{k}") for k in range(5)]
+    answers, stats = dispatch(FakeEngine(), requests, on_answered=slow_sink)
+    assert handed == [answer.request_id for answer in answers] == ["0", "1", "2", "3", "4"]
+    assert 0.1 <= stats.handoff_seconds <= stats.engine_seconds
+    _, quiet = dispatch(FakeEngine(), requests)
+    assert quiet.handoff_seconds == 0.0

@@ -151,7 +151,7 @@ class _IntervalCommits:
 
     def take(self, answers: Sequence[Response]) -> None:
         """The engine finished ``answers``: commit what is pending once the interval has passed."""
-        self.pending.extend(answer for answer in answers if answer.error is None)
+        self.pending += [answer for answer in answers if answer.error is None]
         if self.pending and time.monotonic() - self.last >= self.interval_s:
             self.flush()
 

@@ -285,6 +285,7 @@ def raw_responses(
             "generation_params": MetadataValue.json(task.params.generation.model_dump(mode="json")),
             "duration_seconds": round(duration, 2),
             "engine_seconds": round(stats.engine_seconds, 2),
+            "handoff_seconds": round(stats.handoff_seconds, 3),
             "prompt_tokens": stats.prompt_tokens,
             "output_tokens": stats.output_tokens,
             "tokens_per_second": round(stats.tokens_per_second, 1),

@@ -6,7 +6,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import cast
 
 from themis_dagster.engines.base import AnswerSink, Engine, StreamingEngine
@@ -17,6 +17,9 @@ from themis_dagster.exchange import GenerationParams, Request, Response
 class DispatchStats:
     requests: int = 0
     engine_seconds: float = 0.0
+    # the part of engine_seconds spent in this platform's hand-off of streamed answers (timing them,
+    # the caller's ``on_answered``): the engine waits for it, but it is the platform's work
+    handoff_seconds: float = 0.0
     prompt_tokens: int = 0
     output_tokens: int = 0
     errors: int = 0
@@ -24,8 +27,8 @@ class DispatchStats:
 
     def add(self, other: DispatchStats) -> None:
         """Count ``other``'s work too (the calls of several chunks of one partition)."""
-        for name in ("requests", "engine_seconds", "prompt_tokens", "output_tokens", "errors", "retried"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for counter in fields(self):
+            setattr(self, counter.name, getattr(self, counter.name) + getattr(other, counter.name))
 
     @property
     def tokens_per_second(self) -> float:
@@ -52,10 +55,13 @@ def _answer(
 
     def sink(finished: Sequence[Response]) -> None:
         assert on_answered is not None
-        share = (time.perf_counter() - started) / max(len(streamed) + len(finished), 1)
+        now = time.perf_counter()
+        share = (now - started) / max(len(streamed) + len(finished), 1)
         timed = [_timed(response, share) for response in finished if response.request_id not in streamed]
-        streamed.update((response.request_id, response) for response in timed)
+        for response in timed:
+            streamed[response.request_id] = response
         on_answered(timed)
+        stats.handoff_seconds += time.perf_counter() - now
 
     if batch[0].request_type == "embedding":
         embed = getattr(engine, "embed", None)  # an optional capability: engines without it fail the batch
@@ -122,6 +128,7 @@ def dispatch(
             break
         again, more = _dispatch_once(engine, failed, on_answered)
         stats.engine_seconds += more.engine_seconds
+        stats.handoff_seconds += more.handoff_seconds
         stats.prompt_tokens += more.prompt_tokens
         stats.output_tokens += more.output_tokens
         stats.retried += len(failed)
