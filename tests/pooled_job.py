@@ -2,7 +2,8 @@
 
 ``python -m tests.pooled_job LOG SECONDS [MARKER]``: executes the job in process on the
 instance of ``$DAGSTER_HOME`` (as ``themis run`` does) and appends the engine step's start
-and end times to LOG; MARKER, if given, is written once the step has started.
+and end times to LOG; MARKER, if given, is written once the step has started. The step ends
+early once another execution's step has been in the engine with it.
 """
 
 import json
@@ -38,7 +39,14 @@ def engine_step(context: OpExecutionContext, config: StepConfig) -> None:
     if config.marker:
         Path(config.marker).write_text(context.run_id)
     engine = FakeEngine()
-    time.sleep(config.seconds)  # the engine "at work"
+    # the engine "at work" for ``seconds``, or until another execution's step is seen in it too (the
+    # overlap an unlimited pool allows is then shown; the files are kept, so neither step misses it)
+    here = Path(f"{config.log}.in-step.{context.run_id}")
+    here.touch()
+    while time.time() < started + config.seconds:
+        if any(path != here for path in here.parent.glob(f"{Path(config.log).name}.in-step.*")):
+            break
+        time.sleep(0.1)
     engine.shutdown()
     with Path(config.log).open("a") as log:
         log.write(json.dumps({"run_id": context.run_id, "start": started, "end": time.time()}) + "\n")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -25,8 +24,6 @@ from themis_dagster.reports.data import parse_config
 from themis_dagster.reports.formatting import fmt, md
 from themis_dagster.warehouse.schema import ensure_schema
 
-REAL_WAREHOUSE = Path(__file__).resolve().parents[2] / "data" / "warehouse.duckdb"
-CHECK_DIR = Path("/tmp/report_check")
 T0 = datetime(2026, 1, 1, 12, 0, 0)
 IDEALS = {("task_a", "score"): 0.5, ("task_a", "gap"): 0.0, ("task_b", "bias"): 0.0}
 HOSTILE_MODEL = '<script>alert("m")</script>|x'
@@ -318,22 +315,6 @@ def test_helpers() -> None:
     assert md("a|b*<c>") == "a\\|b\\*&lt;c&gt;"
     assert parse_config('{"a": 1}') == {"a": 1}
     assert parse_config("not json") == {} and parse_config("[1]") == {} and parse_config(None) == {}
-
-
-@pytest.mark.skipif(not REAL_WAREHOUSE.exists(), reason="no real warehouse in data/")
-def test_real_warehouse_report(tmp_path: Path) -> None:
-    copy = tmp_path / "warehouse.duckdb"
-    shutil.copy(REAL_WAREHOUSE, copy)
-    with duckdb.connect(str(copy), read_only=True) as conn:
-        models = [row[0] for row in conn.execute("SELECT DISTINCT model FROM metric_values ORDER BY 1").fetchall()]
-        if not models:
-            pytest.skip("the real warehouse holds no metrics")
-        report = render_model_report(conn, models[0])
-    CHECK_DIR.mkdir(parents=True, exist_ok=True)
-    (CHECK_DIR / "report.html").write_text(report.html, encoding="utf-8")
-    (CHECK_DIR / "summary.md").write_text(report.markdown, encoding="utf-8")
-    assert report.has_metrics and models[0] in report.html
-    assert len(_images(report.html)) >= 2
 
 
 def test_the_configuration_every_task_shares_is_printed_once() -> None:

@@ -29,13 +29,9 @@ pytestmark = [pytest.mark.server, pytest.mark.faults, requires_mirror]
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-TASKS = ["crows_pairs", "bbq", "crows_pairs_prompted", "crows_pairs_mc"]
-PROFILE = {
-    "crows_pairs": {"limit": 12},
-    "bbq": {"limit": 2},
-    "crows_pairs_prompted": {"limit": 12},
-    "crows_pairs_mc": {"limit": 12},
-}
+# three partitions, run one at a time: one done, one killed in flight, one not yet started
+TASKS = ["crows_pairs", "bbq", "crows_pairs_prompted"]
+PROFILE = {"crows_pairs": {"limit": 12}, "bbq": {"limit": 2}, "crows_pairs_prompted": {"limit": 12}}
 
 
 def _start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
