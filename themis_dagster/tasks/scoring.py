@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from themis_dagster.stats import bootstrap_estimate, bootstrap_estimates
+from themis_dagster.stats import Estimate, bootstrap_estimate, bootstrap_estimates, in_threads
 from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
 
 
@@ -86,11 +86,14 @@ def metrics_by_subset_frame(
     for cell, (_, subset) in enumerate(cells):
         by_subset.setdefault(subset, []).append(cell)
     estimates: list[Any] = [None] * len(cells)
-    for members in by_subset.values():  # one subset's columns, across metrics, resampled together
-        computed = bootstrap_estimates(
+
+    def resampled(members: list[int]) -> list[Estimate]:  # one subset's columns, across metrics, resampled together
+        return bootstrap_estimates(
             [grouped[cells[cell][0]][cells[cell][1]] for cell in members], statistic,
             n_resamples=params.bootstrap_resamples, confidence=params.confidence, seed=params.seed,
         )  # fmt: skip
+
+    for members, computed in zip(by_subset.values(), in_threads(resampled, list(by_subset.values())), strict=True):
         for cell, estimate in zip(members, computed, strict=True):
             estimates[cell] = estimate
     return [
@@ -122,4 +125,4 @@ def _estimates(
     metric: str, groups: Mapping[str | None, Any], statistic: Callable[..., float], params: TaskParams
 ) -> list[MetricValue]:
     """One bootstrap row per group: the whole set (``None``) first, then the subsets by name."""
-    return [estimate_row(subset, metric, groups[subset], params, statistic) for subset in _in_order(groups)]
+    return in_threads(lambda subset: estimate_row(subset, metric, groups[subset], params, statistic), _in_order(groups))
