@@ -201,7 +201,7 @@ class _DyingEngine(FakeEngine):
     """Answers one request at a time and dies (a process killed) after ``lives`` answers."""
 
     def __init__(self, lives: int) -> None:
-        super().__init__(per_request_s=0.01)
+        super().__init__(per_request_s=0.01, step_size=1)
         self.lives = lives
 
     def _score(self, request: Request) -> Response:
@@ -248,7 +248,7 @@ def test_commits_made_while_the_engine_works_are_counted_and_timed(tmp_path: Pat
     from themis_dagster.resources import WarehouseResource
 
     requests = [Request(f"r{i}", f"i{i}", "loglikelihood", context="a", continuation=f"b {i}") for i in range(30)]
-    slow = FakeEngine(per_request_s=0.01)
+    slow = FakeEngine(per_request_s=0.01, step_size=1)
     _, stats = answer_requests(
         requests, engine=lambda: slow, warehouse=WarehouseResource(database=str(tmp_path / "w.duckdb")),
         model_id=MODEL, model_fingerprint="m", chunk_size=4096, retries=0, commit_interval_s=0.05,

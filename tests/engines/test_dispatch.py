@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.exchange import GenerationParams, Request, Response
@@ -115,8 +117,21 @@ def test_the_hand_off_of_streamed_answers_is_timed_apart_from_the_engine() -> No
         handed.extend(answer.request_id for answer in answers)
 
     requests = [Request(str(k), "1", "loglikelihood", "ctx", f" w{k}") for k in range(5)]
-    answers, stats = dispatch(FakeEngine(), requests, on_answered=slow_sink)
+    answers, stats = dispatch(FakeEngine(step_size=1), requests, on_answered=slow_sink)  # a hand-off per answer
     assert handed == [answer.request_id for answer in answers] == ["0", "1", "2", "3", "4"]
     assert 0.1 <= stats.handoff_seconds <= stats.engine_seconds
     _, quiet = dispatch(FakeEngine(), requests)
     assert quiet.handoff_seconds == 0.0
+
+
+def test_the_fake_engine_hands_on_a_step_of_answers_at_a_time() -> None:
+    """As VLLMEngine hands on what each engine step finished: one call per step, every answer once."""
+    steps: list[list[str]] = []
+    requests = [Request(str(k), "1", "loglikelihood", "ctx", f" w{k}") for k in range(5)]
+    answers = FakeEngine(step_size=2).loglikelihood(
+        requests, on_answered=lambda a: steps.append([r.request_id for r in a])
+    )
+    assert steps == [["0", "1"], ["2", "3"], ["4"]]
+    assert [answer.request_id for answer in answers] == ["0", "1", "2", "3", "4"]
+    with pytest.raises(ValueError, match="step_size"):
+        FakeEngine(step_size=0)

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from themis_dagster.engines.reasoning import ReasoningSplitter
 
 
+DEFAULT_STEP_SIZE = 256  # vLLM's default max_num_seqs: the most requests one engine step runs
+
+
 def _unit(text: str) -> float:
     """A stable pseudo-random number in [0, 1) derived from ``text``."""
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) / 0x1_0000_0000
@@ -57,8 +60,10 @@ class FakeEngine:
 
     ``fail`` plays a request the engine could not answer: it gets the request's text (context
     plus continuation, or the prompt) and returns an error message, or None to answer it.
-    ``per_request_s`` is the time each answer takes inside a batch; each is handed to
-    ``on_answered`` as it is made, as a real engine's step loop hands on finished requests.
+    ``per_request_s`` is the time each answer takes inside a batch. Answers are made in steps of
+    ``step_size`` (vLLM's default ``max_num_seqs``, 256: the most one engine step runs) and each
+    step's are handed to ``on_answered`` together, as ``VLLMEngine`` hands on what a step finished;
+    ``step_size=1`` hands each answer on as it is made.
     ``finish`` gives a reply's finish reason from its prompt (default ``stop``; ``length`` plays a
     reply cut at its token cap). ``reasoning``: a reasoning model's vLLM parser, which splits each
     chat reply into reasoning and answer as the real engine's does; the sampling settings of every
@@ -75,12 +80,16 @@ class FakeEngine:
         fail: Callable[[str], str | None] | None = None,
         latency_s: float = 0.0,
         per_request_s: float = 0.0,
+        step_size: int = DEFAULT_STEP_SIZE,
         finish: Callable[[str], str] | None = None,
         reasoning: ReasoningSplitter | None = None,
     ) -> None:
         self.info = EngineInfo("fake", model_path, {"fake": "1"}, {}, 0.0)
         self.latency_s = latency_s  # seconds each call takes, as a batch on an accelerator would
         self.per_request_s = per_request_s
+        if step_size < 1:
+            raise ValueError(f"step_size must be at least 1, not {step_size}")
+        self.step_size = step_size
         self.reply = reply or (lambda prompt: "1")
         self.fail = fail or (lambda text: None)
         self.finish = finish or (lambda prompt: "stop")
@@ -95,14 +104,15 @@ class FakeEngine:
     def _each(
         self, requests: Sequence[Request], answer: Callable[[Request], Response], on_answered: AnswerSink | None
     ) -> list[Response]:
-        """Answer request by request, handing each answer on as it is made."""
-        answers = []
-        for request in requests:
-            if self.per_request_s:
-                time.sleep(self.per_request_s)
-            answers.append(answer(request))
+        """Answer request by request, handing each step's answers on as the step ends."""
+        answers: list[Response] = []
+        for start in range(0, len(requests), self.step_size):
+            for request in requests[start : start + self.step_size]:
+                if self.per_request_s:
+                    time.sleep(self.per_request_s)
+                answers.append(answer(request))
             if on_answered is not None:
-                on_answered(answers[-1:])
+                on_answered(answers[start:])
         return answers
 
     def _score(self, request: Request) -> Response:

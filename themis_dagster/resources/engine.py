@@ -14,7 +14,7 @@ from dagster import ConfigurableResource, InitResourceContext
 from pydantic import PrivateAttr
 
 from themis_dagster.engines.base import Engine, EngineInfo
-from themis_dagster.engines.fake import FakeEngine
+from themis_dagster.engines.fake import DEFAULT_STEP_SIZE, FakeEngine
 from themis_dagster.engines.reasoning import ReasoningSplitter, with_reasoning_budget
 from themis_dagster.mitigations.engine import mitigated
 from themis_dagster.registry.models import ApiSource, ModelSpec
@@ -149,7 +149,8 @@ class FakeEngineResource(EngineResource):
 
     reply: str = "1"
     latency_s: float = 0.0  # seconds each engine call takes (simulates an accelerator's batch time)
-    per_request_s: float = 0.0  # seconds each answer takes inside a call, handed on as it is made
+    per_request_s: float = 0.0  # seconds each answer takes inside a call
+    step_size: int = DEFAULT_STEP_SIZE  # answers per engine step, handed on together
 
     @classmethod
     def from_settings(cls, settings: Settings, keep_warm: bool = False) -> Self:
@@ -166,6 +167,7 @@ class FakeEngineResource(EngineResource):
             reply=lambda prompt: fixed,
             latency_s=self.latency_s,
             per_request_s=self.per_request_s,
+            step_size=self.step_size,
             reasoning=fake_reasoning(spec),
         )
 

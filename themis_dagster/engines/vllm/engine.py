@@ -188,14 +188,18 @@ class VLLMEngine:
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def _run(self, prompts: list[Any], params: Any, on_output: Callable[[int, Any], None] | None = None) -> list[Any]:
-        """vLLM's outputs for ``prompts`` in their order; ``on_output(index, output)`` as each one finishes.
+    def _run(
+        self, prompts: list[Any], params: Any, on_step: Callable[[list[tuple[int, Any]]], None] | None = None
+    ) -> list[Any]:
+        """vLLM's outputs for ``prompts`` in their order; ``on_step([(index, output), ...])`` with the outputs
+        each engine step finished.
 
-        Without ``on_output`` this is ``LLM.generate``. With it, the same requests are queued with
+        Without ``on_step`` this is ``LLM.generate``. With it, the same requests are queued with
         ``LLM.enqueue`` and the engine is stepped here, as ``LLM.generate`` steps it, so finished
-        outputs are handed on one by one while the rest of the batch runs.
+        outputs are handed on a step at a time (one call per step, not per output) while the rest of
+        the batch runs.
         """
-        if on_output is None:
+        if on_step is None:
             return list(self.llm.generate(prompts, params, use_tqdm=False, lora_request=self.lora_request))
         request_ids = self.llm.enqueue(prompts, params, use_tqdm=False, lora_request=self.lora_request)
         # enqueue returns vLLM's internal ids ("12-1a2b3c4d"); finished outputs carry the caller's ("12")
@@ -204,6 +208,7 @@ class VLLMEngine:
         outputs: list[Any] = [None] * len(request_ids)
         engine = self.llm.llm_engine
         while engine.has_unfinished_requests():
+            finished = []
             for output in engine.step():
                 if not output.finished:
                     continue
@@ -213,7 +218,9 @@ class VLLMEngine:
                         f"vLLM finished request {output.request_id!r}, which this batch did not send (or sent once)"
                     )
                 outputs[index] = output
-                on_output(index, output)
+                finished.append((index, output))
+            if finished:
+                on_step(finished)
         unfinished = [request_ids[i] for i, output in enumerate(outputs) if output is None]
         if unfinished:
             raise UnknownAnswerError(f"vLLM stopped with {len(unfinished)} requests unanswered, e.g. {unfinished[0]!r}")
@@ -250,12 +257,16 @@ class VLLMEngine:
             readable = may_read_cache([s[0] for s in spans], [s[1] for s in spans], self.block_size)
         scored: dict[tuple[str, str], Response] = {}
 
-        def finished(index: int, output: Any) -> None:
-            # a prompt whose cache hit reached into its continuation has no logprobs there: it is asked again
-            if on_answered is not None and covers_continuation(output.num_cached_tokens, spans[index][1]):
-                score = self._scored(unique[index], output, spans[index])
-                scored[unique[index].pair] = score
-                on_answered([request.adopt(score) for request in asked[unique[index].pair]])
+        def finished(step: list[tuple[int, Any]]) -> None:
+            answers = []
+            for index, output in step:
+                # a prompt whose cache hit reached into its continuation has no logprobs there: it is asked again
+                if covers_continuation(output.num_cached_tokens, spans[index][1]):
+                    score = self._scored(unique[index], output, spans[index])
+                    scored[unique[index].pair] = score
+                    answers += [request.adopt(score) for request in asked[unique[index].pair]]
+            if on_answered is not None and answers:
+                on_answered(answers)
 
         outputs = self._run(
             prompts, [reading if read else computing for read in readable], finished if on_answered else None
@@ -265,8 +276,8 @@ class VLLMEngine:
                  if not covers_continuation(output.num_cached_tokens, span[1])]  # fmt: skip
         if again:
 
-            def finished_again(index: int, output: Any) -> None:
-                finished(again[index], output)
+            def finished_again(step: list[tuple[int, Any]]) -> None:
+                finished([(again[index], output) for index, output in step])
 
             redone = self._run([prompts[i] for i in again], computing, finished_again if on_answered else None)
             for i, output in zip(again, redone, strict=True):
@@ -362,9 +373,11 @@ class VLLMEngine:
 
             torch.manual_seed(params.seed)  # the batch's seed (see per_request_seeds)
 
-        def finished(index: int, output: Any) -> None:
+        def finished(step: list[tuple[int, Any]]) -> None:
             if on_answered is not None:
-                on_answered(self._generated([sent[index]], [output], reasoning))
+                on_answered(
+                    self._generated([sent[index] for index, _ in step], [output for _, output in step], reasoning)
+                )
 
         sampling = self._sampling(params, reasoning is not None)
         outputs = self._run(batch, sampling, finished if on_answered else None) if batch else []
