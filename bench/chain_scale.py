@@ -23,12 +23,14 @@ largest sizes (which leaves out the fixed cost of a run: Dagster's steps, DuckDB
 from __future__ import annotations
 
 import argparse
+import atexit
 import bisect
 import csv
 import hashlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,6 +74,7 @@ def child(requests: int, chunk_size: int | None) -> dict[str, object]:
     from themis_dagster.tasks.loader import LoadedTask
 
     workdir = Path(tempfile.mkdtemp(prefix="chain_scale_"))
+    atexit.register(shutil.rmtree, workdir, True)  # the child's warehouse and CSV (about 50 MB at 10^6) go with it
     csv_path = workdir / FILE
     sha = write_pairs(csv_path, requests // 2)
 
