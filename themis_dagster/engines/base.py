@@ -19,9 +19,11 @@ AnswerSink = Callable[[Sequence[Response]], None]
 """Receives answers while a batch runs, as the engine finishes them (any order, each answer once).
 
 An engine with ``streams_answers = True`` accepts ``on_answered=`` on ``loglikelihood``,
-``generate`` and ``chat`` and calls it with each finished answer before the batch returns, so
-the caller can commit answers every few seconds without cutting the batch (the engine keeps its
-full batch and its prefix sharing). The batch's return value still holds every answer, in order.
+``generate`` and ``chat`` and calls it with finished answers before the batch returns: what each
+engine step finished, one call per step (vLLM in process, the fake engine), or each response as it
+arrives (an OpenAI-compatible server). The caller can so commit answers every few seconds without
+cutting the batch (the engine keeps its full batch and its prefix sharing). The batch's return
+value still holds every answer, in order.
 """
 
 
