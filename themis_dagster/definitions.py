@@ -24,6 +24,13 @@ from themis_dagster.settings import Settings
 def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, object]:
     """Resources for one deployment; ``THEMIS_ENGINE`` picks the engine implementation."""
     engine = engine_resource(settings, keep_warm)  # an unknown engine fails before anything is built
+    watch = CheckpointWatchConfig(
+        checkpoints_dir=str(settings.checkpoints_dir),
+        settle_seconds=settings.checkpoint_settle_seconds,
+        tasks=[task.strip() for task in settings.checkpoint_tasks.split(",") if task.strip()],
+        engine=settings.checkpoint_engine,
+    )
+    watch.engine_args(origin="THEMIS_CHECKPOINT_ENGINE")  # an invalid key fails here, not at the sensor's first tick
     return {
         "themis": ThemisConfig(
             models_file=str(settings.models_file),
@@ -44,11 +51,7 @@ def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, ob
             lock_timeout_s=settings.warehouse_lock_timeout_s,
         ),
         "engine": engine,
-        "checkpoint_watch": CheckpointWatchConfig(
-            checkpoints_dir=str(settings.checkpoints_dir),
-            settle_seconds=settings.checkpoint_settle_seconds,
-            tasks=[task.strip() for task in settings.checkpoint_tasks.split(",") if task.strip()],
-        ),
+        "checkpoint_watch": watch,
     }
 
 

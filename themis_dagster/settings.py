@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Json, ValidationError
 
 from themis_dagster.errors import ConfigError
 
@@ -33,6 +34,8 @@ class Settings(BaseModel):
     server_idle_shutdown_s: float = 900.0
     checkpoint_settle_seconds: float = 60.0
     checkpoint_tasks: str = ""  # comma-separated; empty: every task
+    # engine settings for discovered checkpoints, a JSON object of the models file's engine keys
+    checkpoint_engine: Json[dict[str, Any]] = Field(default_factory=dict)
     engine: str = "vllm"
     devices: str = (
         ""  # accelerators this host lends runs, one run's engine each ("0,1,2,3"; themis_dagster/runs/devices.py)
@@ -62,6 +65,7 @@ class Settings(BaseModel):
             "reports_dir": "THEMIS_REPORTS_DIR",
             "checkpoint_settle_seconds": "THEMIS_CHECKPOINT_SETTLE_SECONDS",
             "checkpoint_tasks": "THEMIS_CHECKPOINT_TASKS",
+            "checkpoint_engine": "THEMIS_CHECKPOINT_ENGINE",
             "server_state_dir": "THEMIS_SERVER_STATE_DIR",
             "server_idle_shutdown_s": "THEMIS_SERVER_IDLE_SHUTDOWN_S",
             "engine": "THEMIS_ENGINE",

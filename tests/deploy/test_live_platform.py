@@ -151,6 +151,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         "THEMIS_CHECKPOINT_SETTLE_SECONDS": "2",
         "THEMIS_SENSOR_INTERVAL_S": "5",  # the sensors' ticks, not the platform, are what a test waits on
         "THEMIS_CHECKPOINT_TASKS": ",".join(TASKS),
+        # a new checkpoint's path is a new key of vLLM's compile cache: eager, it starts without compiling
+        # (about a minute on 2 cores), and the test is about the sensor, the runs and the reports
+        "THEMIS_CHECKPOINT_ENGINE": '{"enforce_eager": true}',
         "THEMIS_DISCOVERED_MODELS_FILE": str(folder / "discovered.yaml"),
         "THEMIS_REPORTS_DIR": str(folder / "reports"),
         "THEMIS_EXPORTS_DIR": str(folder / "exports"),

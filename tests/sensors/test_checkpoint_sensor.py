@@ -403,3 +403,25 @@ def test_unknown_configured_tasks_fail_the_tick(tmp_path: Path) -> None:
     watch = CheckpointWatchConfig(checkpoints_dir=str(root), tasks=["no_such_task"])
     with DagsterInstance.ephemeral() as instance, pytest.raises(ConfigError, match="no_such_task"):
         _run_sensor(instance, themis, watch, None)
+
+
+def test_checkpoints_get_the_watchs_engine_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a folder of weights cannot say (tensor parallelism, eager mode) is set once for every checkpoint."""
+    from themis_dagster.definitions import build_resources
+    from themis_dagster.errors import ConfigError
+
+    themis, root = _setup(tmp_path)
+    make_checkpoint(root, "step-100", mtime=time.time() - 600)
+    engine = {"enforce_eager": True, "max_num_seqs": 8}
+    watch = CheckpointWatchConfig(checkpoints_dir=str(root), settle_seconds=60, tasks=["crows_pairs"], engine=engine)
+    with DagsterInstance.ephemeral() as instance:
+        _run_sensor(instance, themis, watch, None)
+    spec = load_discovered(Path(themis.discovered_models_file))["step-100"]
+    assert (spec.engine.enforce_eager, spec.engine.max_num_seqs) == (True, 8)  # written where the runs read it
+
+    monkeypatch.setenv("THEMIS_CHECKPOINT_ENGINE", '{"enforce_eagr": true}')
+    with pytest.raises(ConfigError, match="THEMIS_CHECKPOINT_ENGINE: enforce_eagr"):  # before any engine or tick
+        build_resources(Settings.from_env())
+    monkeypatch.setenv("THEMIS_CHECKPOINT_ENGINE", "[1]")
+    with pytest.raises(ConfigError, match="THEMIS_CHECKPOINT_ENGINE"):
+        Settings.from_env()

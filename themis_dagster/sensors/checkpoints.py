@@ -48,10 +48,10 @@ from dagster import (
     SkipReason,
     sensor,
 )
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from themis_dagster.assets.jobs import evaluate_job
-from themis_dagster.errors import ConfigError
+from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.partitions import MODELS_PARTITION, models_partitions
 from themis_dagster.registry.discovered import (
     add_discovered,
@@ -60,7 +60,7 @@ from themis_dagster.registry.discovered import (
     ids_by_path,
     load_discovered,
 )
-from themis_dagster.registry.models import ModelSpec, load_models
+from themis_dagster.registry.models import EngineArgs, ModelSpec, load_models
 from themis_dagster.registry.weights import WEIGHT_SUFFIXES, weights_fingerprint
 from themis_dagster.reports.family import split_checkpoint
 from themis_dagster.resources.config import ThemisConfig
@@ -92,6 +92,20 @@ class CheckpointWatchConfig(ConfigurableResource):  # type: ignore[type-arg]
         description="Also evaluate models newly declared in the models file (otherwise they are only "
         "registered as partitions, and the re-evaluation schedule picks them up as missing).",
     )
+    engine: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Engine settings (a models file's ``engine:`` keys) for every checkpoint this watch registers: "
+        "what a folder of weights cannot say, e.g. tensor_parallel_size for a model larger than one accelerator.",
+    )
+
+    def engine_args(self, origin: str = "CheckpointWatchConfig.engine") -> EngineArgs | None:
+        """``engine`` validated (None: vLLM's defaults); an unknown or invalid key is an error naming ``origin``."""
+        if not self.engine:
+            return None
+        try:
+            return EngineArgs.model_validate(self.engine)
+        except ValidationError as error:
+            raise ConfigError(format_validation_error(error, origin)) from None
 
 
 # --- inspecting one folder ---------------------------------------------------------------
@@ -408,7 +422,12 @@ def evaluate_checkpoints(
         discovered=discovered,
         max_new=watch.max_new_per_tick,
     )
-    new_specs = [decision.spec for decision in scan.by_action("new", "changed") if decision.spec is not None]
+    engine = watch.engine_args()
+    new_specs = [
+        decision.spec if engine is None else decision.spec.model_copy(update={"engine": engine})
+        for decision in scan.by_action("new", "changed")
+        if decision.spec is not None
+    ]
     new_specs = with_parents(new_specs, [*declared, *discovered])
     if new_specs:
         discovered = add_discovered(discovered_file, new_specs)
