@@ -30,6 +30,7 @@ from themis_dagster.reports.lineage import load_lineage, trend_table
 from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, reply_outcomes
 from themis_dagster.reports.summary import family_sections, is_mark
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
+from themis_dagster.warehouse.read.verdicts import bias_count
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NOTABLE_PER_METRIC = 3
@@ -329,8 +330,7 @@ def _own_config(config: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[st
 
 
 def _cards(data: ReportData) -> list[dict[str, str]]:
-    tested = [row for row in data.headline if (row.task, row.metric) in data.ideals and row.ci_low is not None]
-    flagged = [row for row in tested if plots.excludes(row, data.ideals[(row.task, row.metric)])]
+    biased = bias_count(data.headline, data.declared)
     judged = sum(entry.judged for entry in data.parse_failures)
     failed = sum(entry.failed for entry in data.parse_failures)
     firsts = sum(1 for rank in data.ranks.values() if rank.rank == 1 and rank.of > 1)
@@ -338,10 +338,10 @@ def _cards(data: ReportData) -> list[dict[str, str]]:
     return [
         {"label": "Tasks", "value": str(len({row.task for row in data.headline})), "tone": "", "note": ""},
         {
-            "label": "CI excludes ideal",
-            "value": f"{len(flagged)} of {len(tested)}",
-            "tone": "bad" if flagged else "good",
-            "note": "headline metrics",
+            "label": "Biased",
+            "value": biased.text,
+            "tone": "bad" if biased.biased else "good",
+            "note": "bias metrics whose CI excludes the ideal",
         },
         {
             "label": "Parse failures",
@@ -466,7 +466,12 @@ def render_model_report(
         "cards": _cards(data) if has_metrics else [],
         "headline_rows": _headline_rows(data),
         "families": family_sections(
-            data.headline, data.ideals, {k: _rank_text(data, k) for k in data.ranks}, data.judged, outcomes
+            data.headline,
+            data.ideals,
+            {k: _rank_text(data, k) for k in data.ranks},
+            data.judged,
+            outcomes,
+            data.higher_is_better,
         ),
         "variant": _variant(data),
         "gb_departures": genderbench_departures(data),
