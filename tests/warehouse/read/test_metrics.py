@@ -5,15 +5,8 @@ from __future__ import annotations
 import duckdb
 
 from tests.warehouse.read.synthetic import A, B
-from themis_dagster.warehouse.read.metrics import (
-    MetricRecord,
-    headline,
-    headline_frame,
-    history,
-    matching,
-    metric_subsets,
-    subsets,
-)
+from themis_dagster.warehouse.read import metrics as read
+from themis_dagster.warehouse.read.metrics import MetricRecord, headline
 
 
 def test_headline_values_of_complete_partitions(conn: duckdb.DuckDBPyConnection) -> None:
@@ -24,12 +17,12 @@ def test_headline_values_of_complete_partitions(conn: duckdb.DuckDBPyConnection)
     assert {r.model for r in headline(conn)} == {A, B, "fam-step-100", "fam-step-200"}
     mark = next(r for r in mine if r.metric == "fail_rate_mark")
     assert mark.value == 4.0 and mark.ci_low is None and mark.ci_high is None
-    assert headline_frame(conn).height == len(headline(conn))
+    assert read.headline_frame(conn).height == len(headline(conn))
 
 
 def test_subsets_history_and_names(conn: duckdb.DuckDBPyConnection) -> None:
-    assert [(r.subset, r.value) for r in subsets(conn, A)] == [("age", 0.2), ("race", 0.0)]
-    trend = [r.value for r in history(conn, [A]) if r.metric == "s_dis"]
+    assert [(r.subset, r.value) for r in read.subsets(conn, A)] == [("age", 0.2), ("race", 0.0)]
+    trend = [r.value for r in read.history(conn, [A]) if r.metric == "s_dis"]
     assert trend == [0.3, 0.1]  # both materializations, oldest first
-    assert [row["metric"] for row in matching(conn, A, "%refus%")] == ["refused_rate"]
-    assert metric_subsets(conn, A, "bbq")["s_dis"] == [None, "age", "race"]
+    assert [row["metric"] for row in read.matching(conn, A, "%refus%")] == ["refused_rate"]
+    assert read.metric_subsets(conn, A, "bbq")["s_dis"] == [None, "age", "race"]

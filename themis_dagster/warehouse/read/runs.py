@@ -49,35 +49,25 @@ class RunRecord:
     config: dict[str, Any]
 
 
-def _records(found: list[dict[str, Any]]) -> list[RunRecord]:
+_RUNS = "SELECT task, run_id, materialized_at, config FROM evaluation_runs WHERE model = ? "
+_LATEST = "QUALIFY row_number() OVER (PARTITION BY task ORDER BY materialized_at DESC, run_id) = 1 ORDER BY task"
+
+
+def _records(conn: duckdb.DuckDBPyConnection, model: str, order: str) -> list[RunRecord]:
     return [
         RunRecord(str(row["task"]), str(row["run_id"]), row["materialized_at"], parse_config(row["config"]))
-        for row in found
+        for row in rows(conn, _RUNS + order, [model])
     ]
 
 
 def latest_runs(conn: duckdb.DuckDBPyConnection, model: str) -> list[RunRecord]:
     """The latest record of each task ``model`` was evaluated on, by task."""
-    return _records(
-        rows(
-            conn,
-            "SELECT task, run_id, materialized_at, config FROM evaluation_runs WHERE model = ? "
-            "QUALIFY row_number() OVER (PARTITION BY task ORDER BY materialized_at DESC, run_id) = 1 ORDER BY task",
-            [model],
-        )
-    )
+    return _records(conn, model, _LATEST)
 
 
 def all_runs(conn: duckdb.DuckDBPyConnection, model: str) -> list[RunRecord]:
     """Every record of ``model``, newest first."""
-    return _records(
-        rows(
-            conn,
-            "SELECT task, run_id, materialized_at, config FROM evaluation_runs WHERE model = ? "
-            "ORDER BY materialized_at DESC, task",
-            [model],
-        )
-    )
+    return _records(conn, model, "ORDER BY materialized_at DESC, task")
 
 
 def latest_config(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> dict[str, Any] | None:
