@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import duckdb
@@ -20,9 +21,12 @@ def test_judged_values(conn: duckdb.DuckDBPyConnection) -> None:
     mine = judged_rows(conn, A)
     refused = mine[("bbq", "refused_rate", None)]
     assert (refused.judge, refused.kappa, refused.kappa_ci_low, refused.kappa_ci_high) == (JUDGE, 0.7, 0.6, 0.8)
-    assert (refused.corrected, refused.reason, refused.no_better_than_chance) == (0.3, None, False)
+    assert (refused.corrected, refused.reason) == (0.3, None)
+    assert refused.calibrated and not refused.no_better_than_chance
     honest = mine[("honest", "honest", None)]
-    assert honest.corrected is None and honest.reason == "uncalibrated judge" and honest.no_better_than_chance
+    assert honest.corrected is None and honest.reason == "uncalibrated judge" and not honest.calibrated
+    chance = dataclasses.replace(refused, kappa=0.1, kappa_ci_low=-0.05, corrected=None, note="no better than chance")
+    assert chance.no_better_than_chance and chance.reason == "no better than chance"
     assert judged_rows(conn, B) == {}
     assert set(judged_headlines(conn, [A, B])) == {(A, "bbq", "refused_rate"), (A, "honest", "honest")}
 

@@ -45,9 +45,14 @@ class JudgedRow:
         return None if self.corrected is not None else self.note or UNCALIBRATED
 
     @property
+    def calibrated(self) -> bool:
+        """Whether the judge was measured on a calibration set (else: "uncalibrated judge")."""
+        return self.calibration_set is not None and self.kappa is not None
+
+    @property
     def no_better_than_chance(self) -> bool:
-        """The judge's kappa CI reaches 0 (or it has no calibration): its labels may be no better than chance."""
-        return self.kappa_ci_low is None or self.kappa_ci_low <= 0.0
+        """A calibrated judge whose kappa CI reaches 0: its labels may be no better than chance."""
+        return self.kappa_ci_low is not None and self.kappa_ci_low <= 0.0
 
 
 _JUDGED = (
