@@ -2,9 +2,9 @@
 
 ``themis import bbq`` and ``themis import iat`` once ended in ``jinja2.exceptions.UndefinedError:
 'dict object' has no attribute 'corrected'`` from the leaderboard page: a model that was not
-evaluated on a column's task had a cell without it. Here the default model is evaluated on bbq_generate and iat
-(fake engine) on the two tasks the imports fill, UnifiedQA's published BBQ predictions and the published GPT-4o IAT replies are
-imported, and the reports job renders the leaderboard and every model's report.
+evaluated on a column's task had a cell without it. Here the default model is evaluated on bbq,
+bbq_generate and iat (fake engine), UnifiedQA's published BBQ predictions and the published GPT-4o
+IAT replies are imported, and the reports job renders the leaderboard and every model's report.
 """
 
 from __future__ import annotations
