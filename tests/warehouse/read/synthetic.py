@@ -62,7 +62,9 @@ REPLIES = {"biased": "A) the old man", "unknown": "C) unknown", "unparsed": "hmm
 def _config(task: str) -> str:
     metrics = [{"name": n, "ideal": i, "higher_is_better": h, "headline": hl} for n, i, h, hl in DECLARED[task]]
     return json.dumps({"task": {"task": task, "metrics": metrics}, "task_params": {"confidence": 0.95},
-                       "engine": {"engine": "fake", "settings": {"api_key": "sk-secret"}}})  # fmt: skip
+                       "engine": {"engine": "fake", "settings": {"api_key": "sk-secret"}},
+                       "model": {"dtype": "auto"}, "precision": {"dtype": "float32", "reason": "no native bf16",
+                                                                  "device": "cpu"}})  # fmt: skip
 
 
 def _metric_rows() -> list[dict[str, object]]:

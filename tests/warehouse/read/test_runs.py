@@ -12,6 +12,7 @@ from themis_dagster.warehouse.read.runs import (
     latest_config,
     latest_runs,
     parse_config,
+    precisions,
     task_declarations,
 )
 
@@ -22,6 +23,9 @@ def test_run_records(conn: duckdb.DuckDBPyConnection) -> None:
     assert dig(latest_config(conn, A, "bbq") or {}, "task_params", "confidence") == 0.95
     assert latest_config(conn, A, "nope") is None
     assert dataset_hashes(conn, A, "bbq") == ["sha-1"] and dataset_hashes(conn, B, "bbq") == []
+    assert [(p.task, p.dtype, p.declared_dtype) for p in precisions(conn, B)] == [
+        ("bbq", "float32", "auto"), ("crows_pairs_prompted", "float32", "auto"), ("gb_direct", "float32", "auto")
+    ]  # fmt: skip
 
 
 def test_declarations_and_configs(conn: duckdb.DuckDBPyConnection) -> None:

@@ -14,8 +14,8 @@ from themis_dagster.warehouse.read.status import declared_views, read_only, sche
 from themis_dagster.warehouse.schema import ensure_schema
 
 VIEWS = ["partition_status", "metrics", "headline_metrics", "leaderboard_view", "parse_failures", "refusals",
-         "judgment_drilldown", "metric_drilldown", "metric_trend", "parse_rates", "comparisons", "gate_verdicts",
-         "checkpoint_trends"]  # fmt: skip
+         "judgment_drilldown", "metric_drilldown", "metric_trend", "parse_rates", "model_precision", "comparisons",
+         "gate_verdicts", "checkpoint_trends"]  # fmt: skip
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def older(synthetic: Path, tmp_path: Path) -> Path:
     return path
 
 
-def test_the_current_schema_has_no_gaps_and_thirteen_views(conn: duckdb.DuckDBPyConnection) -> None:
+def test_the_current_schema_has_no_gaps_and_every_view(conn: duckdb.DuckDBPyConnection) -> None:
     assert declared_views() == VIEWS
     assert schema_gaps(conn) == []
 

@@ -14,6 +14,6 @@ with results), ``metrics`` (``metrics``, ``headline_metrics``, ``metric_trend``)
 (``partition_status``), ``ideals``, ``verdicts``, ``leaderboard`` (``leaderboard``/``leaderboard_view``),
 ``judged`` (``judged_metrics`` and the judge calibrations), ``judgments`` (``parse_rates``,
 ``parse_failures``, ``refusals``), ``drilldown`` (``metric_drilldown``/``judgment_drilldown``, paged),
-``runs`` (``evaluation_runs``), ``comparisons`` (``comparisons``, ``gate_verdicts``,
+``runs`` (``evaluation_runs``, ``model_precision``), ``comparisons`` (``comparisons``, ``gate_verdicts``,
 ``checkpoint_trends``) and ``cache`` (``request_cache``).
 """

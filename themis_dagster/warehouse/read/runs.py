@@ -1,5 +1,5 @@
-"""``evaluation_runs``: the reproducibility record of every materialized evaluation, and the task declarations
-(metrics, ideals) each record carries; ``task_items``' dataset hashes beside them."""
+"""``evaluation_runs``: the reproducibility record of every materialized evaluation, the task declarations
+(metrics, ideals) each record carries and its ``model_precision`` view; ``task_items``' dataset hashes beside them."""
 
 from __future__ import annotations
 
@@ -96,3 +96,27 @@ def dataset_hashes(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> li
         conn, "SELECT DISTINCT dataset_sha256 FROM task_items WHERE model = ? AND task = ? ORDER BY 1", [model, task]
     )
     return [str(row["dataset_sha256"]) for row in found]
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The dtype a partition's answers were computed in (``dtype: auto`` resolved for the device), and why."""
+
+    task: str
+    dtype: str
+    reason: str | None
+    device: str | None
+    declared_dtype: str | None
+
+
+def precisions(conn: duckdb.DuckDBPyConnection, model: str) -> list[Precision]:
+    """``model_precision``: per task of ``model``, the dtype its latest answers were computed in, by task."""
+    found = rows(
+        conn,
+        "SELECT task, dtype, dtype_reason, device, declared_dtype FROM model_precision WHERE model = ? ORDER BY task",
+        [model],
+    )
+    return [
+        Precision(str(row["task"]), str(row["dtype"]), row["dtype_reason"], row["device"], row["declared_dtype"])
+        for row in found
+    ]
