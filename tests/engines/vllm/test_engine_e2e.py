@@ -50,6 +50,29 @@ def engine(workspace):  # type: ignore[no-untyped-def]
     return resources["engine"].engine_for(spec, themis.weights(spec))  # type: ignore[attr-defined]
 
 
+def _crows_requests(pairs: int = 150) -> list[Request]:
+    """The first ``pairs`` CrowS-Pairs pairs as crows_pairs asks them: each sentence after the prefix token."""
+    import polars as pl
+
+    from themis_dagster.datasets import resolve_file
+
+    data = resolve_file("crows_pairs", "crows_pairs_anonymized.csv", datasets_dir=SETTINGS.datasets_dir,
+                        cache_dir=SETTINGS.cache_dir).path  # fmt: skip
+    rows = pl.read_csv(data, infer_schema_length=0).head(pairs).iter_rows(named=True)
+    return [Request.loglikelihood("", row[side]) for row in rows for side in ("sent_more", "sent_less")]
+
+
+@pytest.fixture(scope="module")
+def cold_crows_scores(engine) -> list[float]:  # type: ignore[no-untyped-def]
+    """CrowS-Pairs scores from the module's engine before it has computed anything else."""
+    return [response.logprob for response in engine.loglikelihood(_crows_requests())]
+
+
+def test_the_cold_engine_scores_crows_pairs_first(cold_crows_scores: list[float]) -> None:
+    """Runs before every task below, so the last test of the module compares against a cold engine."""
+    assert len(cold_crows_scores) == 300 and all(math.isfinite(score) for score in cold_crows_scores)
+
+
 @pytest.mark.parametrize("task", TASKS)
 def test_task_materializes_on_the_real_engine(workspace, engine, task: str) -> None:  # type: ignore[no-untyped-def]
     warehouse, resources, instance = workspace
@@ -235,3 +258,16 @@ def test_answers_handed_on_while_a_batch_runs_equal_the_batch(engine) -> None:  
     got: list[Response] = []
     assert [r.text for r in engine.chat(chats, params, on_answered=got.extend)] == [r.text for r in batch]
     assert {r.request_id: r.text for r in got} == {r.request_id: r.text for r in batch}
+
+
+def test_scores_repeat_whatever_the_engine_computed_before(engine, cold_crows_scores: list[float]) -> None:  # type: ignore[no-untyped-def]
+    """After every task of the profile (chats, samples, contexts read from the prefix cache), the same CrowS-Pairs
+    sentences score the same to every digit, asked in another order and in other batches (the dtype resolved
+    here: bf16 where the CPU has it, float32 elsewhere; docs/operations.md "Precision")."""
+    requests = _crows_requests()
+    reversed_scores = [r.logprob for r in engine.loglikelihood(requests[::-1])][::-1]
+    chunked = [
+        r.logprob for start in range(0, len(requests), 25) for r in engine.loglikelihood(requests[start : start + 25])
+    ]
+    assert reversed_scores == cold_crows_scores
+    assert chunked == cold_crows_scores
