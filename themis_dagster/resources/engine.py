@@ -190,7 +190,7 @@ def shutdown_warm_engines(process_exiting: bool = False) -> None:
     """
     with _WARM_LOCK:
         for engine in _WARM.values():
-            if process_exiting and getattr(engine, "in_process", False):
+            if process_exiting and engine.in_process:
                 continue
             engine.shutdown()
         _WARM.clear()

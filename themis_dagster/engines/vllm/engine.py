@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themis_dagster.engines.base import AnswerSink, EngineInfo, UnknownAnswerError
+from themis_dagster.engines.base import AnswerSink, Engine, EngineInfo, UnknownAnswerError
 from themis_dagster.engines.reasoning import ReasoningSplitter, reasoning_params
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.engines.vllm.kv_cache import GIB, cpu_default_kv_cache_bytes
@@ -21,6 +21,9 @@ from themis_dagster.registry.models import ModelSpec
 
 if TYPE_CHECKING:
     from vllm import LLM, SamplingParams
+
+    from themis_dagster.engines.embeddings import TransformersEmbedder
+    from themis_dagster.engines.vllm.inspection import VLLMInspector
 
 CPU_DEFAULT_MEMORY_FRACTION = 0.3
 GPU_DEFAULT_MEMORY_FRACTION = 0.9
@@ -115,11 +118,15 @@ def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, A
     return kwargs
 
 
-class VLLMEngine:
+class VLLMEngine(Engine):
     """One loaded vLLM engine; all requests of a run go through its batched calls."""
 
     streams_answers = True  # hands finished answers on while a batch runs (engines/base.py)
     applies_reasoning = True  # splits a reasoning model's replies and adds its budget itself (engines/reasoning.py)
+    in_process: bool = False  # set when loaded: the engine core in this process (runs_in_process)
+    tokenizer: Any = None  # vLLM's tokenizer of the model, set when loaded
+    embedder: TransformersEmbedder | None = None  # the side path of embedding requests, loaded on the first
+    _stopped = False
 
     def __init__(self, spec: ModelSpec, model_path: str) -> None:
         started = time.perf_counter()  # the load includes importing torch and vLLM (about 6 s here)
@@ -404,7 +411,7 @@ class VLLMEngine:
         """
         template_kwargs = dict(self.spec.reasoning.chat_template_kwargs) if self.spec.reasoning is not None else {}
         rendered = self.tokenizer.apply_chat_template(
-            conversation,  # type: ignore[arg-type]
+            conversation,
             tokenize=False,
             add_generation_prompt=True,
             chat_template=self.chat_template,
@@ -439,18 +446,23 @@ class VLLMEngine:
 
     def embed(self, requests: Sequence[Request]) -> list[Response]:
         """Word vectors from the served weights through transformers (``engines/embeddings.py``), loaded once."""
-        if getattr(self, "embedder", None) is None:
+        if self.embedder is None:
             from themis_dagster.engines.embeddings import TransformersEmbedder
 
             self.embedder = TransformersEmbedder(self.info.model_path)
         return self.embedder.embed(requests)
 
+    def inspector(self) -> VLLMInspector:
+        from themis_dagster.engines.vllm.inspection import VLLMInspector
+
+        return VLLMInspector(self)
+
     def shutdown(self) -> None:
-        """Stop the engine's worker processes and free its memory."""
-        llm = getattr(self, "llm", None)
-        if llm is None:
+        """Stop the engine's worker processes and free its memory (once)."""
+        if self._stopped:
             return
-        engine = getattr(llm, "llm_engine", None)
+        self._stopped = True
+        engine = getattr(self.llm, "llm_engine", None)  # vLLM's internals, as this release names them
         core = getattr(engine, "engine_core", None)
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
