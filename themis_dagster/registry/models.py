@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.registry.engine_args import FakeEngineArgs, OpenAIEngineArgs
 from themis_dagster.registry.mitigation import Mitigation
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.registry.reasoning import check_parser_name
@@ -121,6 +131,79 @@ class EngineArgs(_Strict):
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
 
+EngineKind = Literal["vllm", "vllm-server", "openai", "fake"]
+
+# The engine arguments each engine kind reads, by the kind's THEMIS_ENGINE name (vLLM's server reads vLLM's).
+ENGINE_ARGS: dict[str, type[EngineArgs | OpenAIEngineArgs | FakeEngineArgs]] = {
+    "vllm": EngineArgs,
+    "vllm-server": EngineArgs,
+    "openai": OpenAIEngineArgs,
+    "fake": FakeEngineArgs,
+}
+
+
+class _Kind(_Strict):
+    kind: EngineKind
+
+
+def _engine_args(value: object) -> object:
+    """A model's ``engine:`` mapping as the arguments of the kind its ``kind:`` names (vLLM's without one).
+
+    Validated here, model by model, so an error names the field as it is written
+    (``models.0.engine.gpu_memory_utilization``), not the member of the union that was tried.
+    """
+    if isinstance(value, EngineArgs | OpenAIEngineArgs | FakeEngineArgs):
+        return value
+    if not isinstance(value, dict) or "kind" not in value:
+        return EngineArgs.model_validate(value)
+    args = ENGINE_ARGS[_Kind.model_validate({"kind": value["kind"]}).kind]
+    if args is EngineArgs:  # vLLM's arguments are written without a kind (and so stay in every fingerprint)
+        value = {key: setting for key, setting in value.items() if key != "kind"}
+    return args.model_validate(value)
+
+
+AnyEngineArgs = EngineArgs | OpenAIEngineArgs | FakeEngineArgs
+ModelEngineArgs = Annotated[AnyEngineArgs, BeforeValidator(_engine_args)]
+"""A model's engine arguments: one model per engine kind, vLLM's by default (``registry/engine_args.py``)."""
+
+
+def parse_engine_args(data: object) -> AnyEngineArgs:
+    """A models file's ``engine:`` mapping on its own (``ValidationError`` naming its fields as written)."""
+    return TypeAdapter(ModelEngineArgs).validate_python(data)
+
+
+def vllm_args(spec: ModelSpec) -> EngineArgs:
+    """``spec``'s vLLM engine arguments; ConfigError naming the model where it declares another kind's."""
+    if not isinstance(spec.engine, EngineArgs):
+        raise ConfigError(
+            f"model {spec.id!r}: engine.kind is {spec.engine.kind!r}; vLLM's engines (vllm, vllm-server) read "
+            f"vLLM's engine arguments (leave kind out, or run the model with THEMIS_ENGINE={spec.engine.kind})"
+        )
+    return spec.engine
+
+
+_Args = TypeVar("_Args", OpenAIEngineArgs, FakeEngineArgs)
+
+
+def kind_args(spec: ModelSpec, kind: type[_Args], engine: str) -> _Args | None:
+    """``spec``'s engine arguments where they are ``kind``'s, None where they are vLLM's.
+
+    vLLM's are every model's unless it declares another kind: an engine of another kind (named
+    ``engine``, as THEMIS_ENGINE names it) leaves them alone, as it always has. A third kind's
+    arguments are a ConfigError naming the model.
+    """
+    args = spec.engine
+    if isinstance(args, kind):
+        return args
+    if isinstance(args, EngineArgs):
+        return None
+    own = kind.model_fields["kind"].default
+    raise ConfigError(
+        f"model {spec.id!r}: engine.kind is {args.kind!r}; the {engine} engine reads {own}'s engine arguments "
+        f"or vLLM's (run the model with THEMIS_ENGINE={args.kind})"
+    )
+
+
 class LoraAdapter(_Strict):
     """A LoRA adapter served on top of the base model through vLLM's LoRA support."""
 
@@ -161,7 +244,7 @@ class ModelSpec(_Strict):
     source: ModelSource
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     max_model_len: int | None = Field(default=2048, ge=16)
-    engine: EngineArgs = EngineArgs()
+    engine: ModelEngineArgs = EngineArgs()
     chat_template: str | None = Field(
         default="auto",
         description="'auto': the tokenizer's own template; None: a base model, prompts sent as text; "

@@ -17,7 +17,7 @@ from themis_dagster.engines.vllm.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, cov
 from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.vllm.tempfiles import track_dist_store
 from themis_dagster.exchange import ChatMessage, GenerationParams, Request, Response
-from themis_dagster.registry.models import ModelSpec
+from themis_dagster.registry.models import ModelSpec, vllm_args
 
 if TYPE_CHECKING:
     from vllm import LLM, SamplingParams
@@ -61,9 +61,10 @@ def configure_cpu_threads() -> None:
 
 def runs_in_process(spec: ModelSpec, on_gpu: bool) -> bool:
     """Whether the engine core runs in this process (see ``EngineArgs.in_process``)."""
-    if spec.engine.in_process is not None:
-        return spec.engine.in_process
-    return not on_gpu and spec.engine.gpu_count == 1
+    engine = vllm_args(spec)
+    if engine.in_process is not None:
+        return engine.in_process
+    return not on_gpu and engine.gpu_count == 1
 
 
 def configure_process_mode(in_process: bool) -> None:
@@ -76,8 +77,8 @@ def configure_process_mode(in_process: bool) -> None:
 
 
 def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, Any]:
-    """Map a validated ModelSpec onto ``vllm.LLM`` keyword arguments."""
-    engine = spec.engine
+    """Map a validated ModelSpec onto ``vllm.LLM`` keyword arguments (ConfigError: another kind's arguments)."""
+    engine = vllm_args(spec)
     fraction = engine.gpu_memory_utilization
     if fraction is None:
         fraction = GPU_DEFAULT_MEMORY_FRACTION if on_gpu else CPU_DEFAULT_MEMORY_FRACTION
