@@ -13,15 +13,8 @@ from pydantic import ValidationError
 
 from themis_dagster.errors import ConfigError
 from themis_dagster.registry.engine_args import FakeEngineArgs, OpenAIEngineArgs
-from themis_dagster.registry.models import (
-    ENGINE_ARGS,
-    EngineArgs,
-    kind_args,
-    load_models,
-    parse_engine_args,
-    parse_models,
-    vllm_args,
-)
+from themis_dagster.registry.model_engine import kind_args, parse_engine_args, vllm_args
+from themis_dagster.registry.models import ENGINE_ARGS, EngineArgs, load_models, parse_models
 from themis_dagster.settings import Settings
 
 

@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from themis_dagster.exchange import GenerationParams, Request
-from themis_dagster.registry.engine_args import FakeEngineArgs, OpenAIEngineArgs
-from themis_dagster.registry.models import ApiSource, EngineArgs, ModelSpec
+from themis_dagster.registry.models import AnyEngineArgs, ApiSource, EngineArgs, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 
 # EngineArgs fields that change how fast an answer comes, never what it is.
@@ -30,7 +29,7 @@ SPEED_ONLY_ENGINE_ARGS = frozenset(
 )
 
 
-def speed_only(args: EngineArgs | OpenAIEngineArgs | FakeEngineArgs) -> frozenset[str]:
+def speed_only(args: AnyEngineArgs) -> frozenset[str]:
     """The engine arguments of ``args``' kind that change how fast an answer comes (the other kinds declare theirs)."""
     return SPEED_ONLY_ENGINE_ARGS if isinstance(args, EngineArgs) else args.speed_only
 

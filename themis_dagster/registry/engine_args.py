@@ -4,7 +4,8 @@ A models file entry's ``engine:`` mapping is read by the kind its ``kind:`` key 
 one it is vLLM's (``registry/models.py``'s ``EngineArgs``, for ``vllm`` and ``vllm-server``),
 as every models file was written before other kinds had arguments of their own. The other
 kinds declare ``kind:`` and only what they read; every setting left out (None) is the one the
-deployment's engine resource has (``resources/engine_registry.py`` registers each kind).
+deployment's engine resource has (``resources/engine_registry.py`` registers each kind;
+``registry/model_engine.py`` says which arguments an engine of one kind reads).
 """
 
 from __future__ import annotations

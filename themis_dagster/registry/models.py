@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -11,7 +11,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -131,10 +130,11 @@ class EngineArgs(_Strict):
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
 
-EngineKind = Literal["vllm", "vllm-server", "openai", "fake"]
+EngineKindName = Literal["vllm", "vllm-server", "openai", "fake"]
+AnyEngineArgs = EngineArgs | OpenAIEngineArgs | FakeEngineArgs
 
 # The engine arguments each engine kind reads, by the kind's THEMIS_ENGINE name (vLLM's server reads vLLM's).
-ENGINE_ARGS: dict[str, type[EngineArgs | OpenAIEngineArgs | FakeEngineArgs]] = {
+ENGINE_ARGS: dict[str, type[AnyEngineArgs]] = {
     "vllm": EngineArgs,
     "vllm-server": EngineArgs,
     "openai": OpenAIEngineArgs,
@@ -143,7 +143,7 @@ ENGINE_ARGS: dict[str, type[EngineArgs | OpenAIEngineArgs | FakeEngineArgs]] = {
 
 
 class _Kind(_Strict):
-    kind: EngineKind
+    kind: EngineKindName
 
 
 def _engine_args(value: object) -> object:
@@ -152,7 +152,7 @@ def _engine_args(value: object) -> object:
     Validated here, model by model, so an error names the field as it is written
     (``models.0.engine.gpu_memory_utilization``), not the member of the union that was tried.
     """
-    if isinstance(value, EngineArgs | OpenAIEngineArgs | FakeEngineArgs):
+    if isinstance(value, AnyEngineArgs):
         return value
     if not isinstance(value, dict) or "kind" not in value:
         return EngineArgs.model_validate(value)
@@ -162,46 +162,8 @@ def _engine_args(value: object) -> object:
     return args.model_validate(value)
 
 
-AnyEngineArgs = EngineArgs | OpenAIEngineArgs | FakeEngineArgs
 ModelEngineArgs = Annotated[AnyEngineArgs, BeforeValidator(_engine_args)]
 """A model's engine arguments: one model per engine kind, vLLM's by default (``registry/engine_args.py``)."""
-
-
-def parse_engine_args(data: object) -> AnyEngineArgs:
-    """A models file's ``engine:`` mapping on its own (``ValidationError`` naming its fields as written)."""
-    return TypeAdapter(ModelEngineArgs).validate_python(data)
-
-
-def vllm_args(spec: ModelSpec) -> EngineArgs:
-    """``spec``'s vLLM engine arguments; ConfigError naming the model where it declares another kind's."""
-    if not isinstance(spec.engine, EngineArgs):
-        raise ConfigError(
-            f"model {spec.id!r}: engine.kind is {spec.engine.kind!r}; vLLM's engines (vllm, vllm-server) read "
-            f"vLLM's engine arguments (leave kind out, or run the model with THEMIS_ENGINE={spec.engine.kind})"
-        )
-    return spec.engine
-
-
-_Args = TypeVar("_Args", OpenAIEngineArgs, FakeEngineArgs)
-
-
-def kind_args(spec: ModelSpec, kind: type[_Args], engine: str) -> _Args | None:
-    """``spec``'s engine arguments where they are ``kind``'s, None where they are vLLM's.
-
-    vLLM's are every model's unless it declares another kind: an engine of another kind (named
-    ``engine``, as THEMIS_ENGINE names it) leaves them alone, as it always has. A third kind's
-    arguments are a ConfigError naming the model.
-    """
-    args = spec.engine
-    if isinstance(args, kind):
-        return args
-    if isinstance(args, EngineArgs):
-        return None
-    own = kind.model_fields["kind"].default
-    raise ConfigError(
-        f"model {spec.id!r}: engine.kind is {args.kind!r}; the {engine} engine reads {own}'s engine arguments "
-        f"or vLLM's (run the model with THEMIS_ENGINE={args.kind})"
-    )
 
 
 class LoraAdapter(_Strict):

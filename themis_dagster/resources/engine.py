@@ -18,7 +18,8 @@ from themis_dagster.engines.fake import DEFAULT_STEP_SIZE, FakeEngine
 from themis_dagster.engines.reasoning import ReasoningSplitter, with_reasoning_budget
 from themis_dagster.mitigations.engine import mitigated
 from themis_dagster.registry.engine_args import FakeEngineArgs
-from themis_dagster.registry.models import ApiSource, ModelSpec, kind_args
+from themis_dagster.registry.model_engine import kind_args
+from themis_dagster.registry.models import ApiSource, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources.openai_config import openai_config_for
 from themis_dagster.runs.devices import assign_devices, parse_devices, release_devices

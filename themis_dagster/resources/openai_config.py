@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from themis_dagster.engines.openai.config import OpenAIEngineConfig  # pydantic only: no httpx, no client
 from themis_dagster.registry.engine_args import OpenAIEngineArgs
-from themis_dagster.registry.models import ModelSpec, kind_args
+from themis_dagster.registry.model_engine import kind_args
+from themis_dagster.registry.models import ModelSpec
 
 
 def openai_config_for(

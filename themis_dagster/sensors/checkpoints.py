@@ -60,7 +60,8 @@ from themis_dagster.registry.discovered import (
     ids_by_path,
     load_discovered,
 )
-from themis_dagster.registry.models import AnyEngineArgs, ModelSpec, load_models, parse_engine_args
+from themis_dagster.registry.model_engine import parse_engine_args
+from themis_dagster.registry.models import AnyEngineArgs, ModelSpec, load_models
 from themis_dagster.registry.weights import WEIGHT_SUFFIXES, weights_fingerprint
 from themis_dagster.reports.family import split_checkpoint
 from themis_dagster.resources.config import ThemisConfig

@@ -17,7 +17,8 @@ from themis_dagster.engines.vllm.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, cov
 from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.vllm.tempfiles import track_dist_store
 from themis_dagster.exchange import ChatMessage, GenerationParams, Request, Response
-from themis_dagster.registry.models import ModelSpec, vllm_args
+from themis_dagster.registry.model_engine import vllm_args
+from themis_dagster.registry.models import ModelSpec
 
 if TYPE_CHECKING:
     from vllm import LLM, SamplingParams
