@@ -83,6 +83,8 @@ def model_fingerprint_inputs(spec: ModelSpec, weights: ResolvedWeights, engine: 
     left_out = {"id", "description", "source", "lora", "parent"} | {name for name, v in optional.items() if v is None}
     declared = spec.model_dump(mode="json", exclude=left_out)
     declared["engine"] = {k: v for k, v in declared["engine"].items() if k not in speed_only(spec.engine)}
+    if not declared["engine"].get("batch_invariant"):  # off: the fingerprint of every model declared before it
+        declared["engine"].pop("batch_invariant", None)
     source = spec.source.model_dump(mode="json") if isinstance(spec.source, ApiSource) else None
     return {
         "model": declared,
