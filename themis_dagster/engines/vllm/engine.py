@@ -508,8 +508,8 @@ class VLLMEngine(Engine):
         if self._stopped:
             return
         self._stopped = True
-        engine = getattr(self.llm, "llm_engine", None)  # vLLM's internals, as this release names them
-        core = getattr(engine, "engine_core", None)
+        llm_engine = getattr(self.llm, "llm_engine", None)  # vLLM's internals, as this release names them
+        core = getattr(llm_engine, "engine_core", None)
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
         del self.llm
