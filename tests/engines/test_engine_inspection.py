@@ -12,6 +12,7 @@ import math
 import pytest
 
 from themis_dagster.engines import inspection
+from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.exchange import Request
 
@@ -34,12 +35,11 @@ def test_fake_next_tokens_and_chat_text() -> None:
 
 
 def test_an_engine_without_inspection_is_named() -> None:
-    class Remote:
-        class info:
-            engine = "openai"
+    class Remote(Engine):  # declares no inspector: Engine.inspector's default
+        info = EngineInfo("openai", "remote")
 
     with pytest.raises(inspection.NotSupportedError, match="the openai engine does not expose"):
-        inspection.token_logprobs(Remote(), "a", "b")  # type: ignore[arg-type]
+        inspection.token_logprobs(Remote(), "a", "b")
 
 
 @pytest.mark.engine

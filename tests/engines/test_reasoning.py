@@ -17,7 +17,7 @@ import pytest
 from tests.engines.test_openai_engine import FakeServer, Reply, fake, json_reply  # noqa: F401 - fake: the fixture
 from themis_dagster.assets.answering import answer_requests
 from themis_dagster.columnar.reply_guard import guard_replies, relabel, withheld_rates
-from themis_dagster.engines.base import EngineInfo
+from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.engines.reasoning import ReasoningBudget, with_openai_reasoning
 from themis_dagster.errors import ConfigError
@@ -286,7 +286,7 @@ def test_a_reply_without_a_reasoning_field_is_unchanged() -> None:
 # -- storage: the responses table and the request cache -------------------------------------------
 
 
-class _SplitEngine:
+class _SplitEngine(Engine):
     """Answers every chat with a split reply (as a reasoning model's engine does)."""
 
     def __init__(self) -> None:

@@ -12,6 +12,7 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import requires_mirror, write_overrides
 from tests.mitigation_fixtures import (
     FAIR_TEXT,
+    LOGIT_BIAS,
     SYSTEM_PROMPT,
     resources_with_variants,
     variant,
@@ -205,6 +206,28 @@ def test_variants_never_reuse_their_parents_answers(tmp_path: Path) -> None:
     assert records[variant(SYSTEM_PROMPT)] == ["system_prompt", "pre-processing"]  # the spec and the engine record
     assert records[DEFAULT_MODEL_ID] == [None, None]
     # the logit bias and the instruction template run on the real engine: tests/mitigations/test_mitigation_engine.py
+
+
+@requires_mirror
+def test_a_variant_on_iat_weat_embeds_as_its_parent(tmp_path: Path) -> None:
+    """A mitigation changes no word vector: the variant's embeddings are its parent's, none fails."""
+    warehouse = tmp_path / "w.duckdb"
+    fast = {"datasets": ["career"], "bootstrap_resamples": 200, "permutation_resamples": 200}
+    resources = resources_with_variants(warehouse, write_overrides(tmp_path / "o.yaml", {"iat_weat": fast}))
+    models = [DEFAULT_MODEL_ID, variant(SYSTEM_PROMPT), variant(LOGIT_BIAS)]
+    with DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(MODELS_PARTITION, models)
+        for model in models:
+            result = materialize(evaluation_assets, partition_key=evaluation_key(model, "iat_weat"),
+                                 resources=resources, instance=instance)  # fmt: skip
+            assert result.success, model
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        errors = conn.execute("SELECT count(*) FROM responses WHERE error IS NOT NULL").fetchone()
+        vectors = dict(conn.execute(
+            "SELECT model, list(text ORDER BY request_id) FROM responses WHERE task = 'iat_weat' GROUP BY model"
+        ).fetchall())  # fmt: skip
+    assert errors == (0,) and len(vectors) == len(models) and vectors[DEFAULT_MODEL_ID]
+    assert all(vectors[model] == vectors[DEFAULT_MODEL_ID] for model in models)
 
 
 def test_the_openai_compatible_engine_sends_the_logit_bias() -> None:

@@ -15,6 +15,7 @@ from dagster import DagsterInstance, materialize
 
 from tests.conftest import SETTINGS, make_resources, requires_mirror, write_overrides
 from themis_dagster.assets import evaluation_assets, report_assets
+from themis_dagster.engines.base import Engine
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
@@ -94,10 +95,10 @@ def test_options_are_validated() -> None:
 
 
 def test_engine_without_embeddings_fails_the_requests_not_the_run() -> None:
-    class NoEmbeddings:
+    class NoEmbeddings(Engine):  # Engine.embed's default
         pass
 
-    responses, stats = dispatch(NoEmbeddings(), [Request.embedding("word", "r1", "i1")])  # type: ignore[arg-type]
+    responses, stats = dispatch(NoEmbeddings(), [Request.embedding("word", "r1", "i1")])
     assert stats.errors == 1 and "computes no embeddings" in (responses[0].error or "")
 
 

@@ -1,18 +1,25 @@
-"""What every inference engine answers: loglikelihoods, completions and chat replies.
+"""What every inference engine is: the ``Engine`` base class, its capabilities and their defaults.
 
 An engine takes ``Request``s and returns one ``Response`` per request, in order, carrying
 the request's ``request_id``, ``item_id`` and ``request_type`` (``Request.scored``,
 ``generated`` and ``failed`` build them). A request it could not answer gets a
 ``Response`` with ``error`` set instead of a score or text, so the answers it did get are
 never lost. The dispatcher only times the batches, counts tokens and errors, and retries.
+
+Every capability is a documented member of ``Engine`` with a default, as every optional
+hook of lm-eval's ``LM`` is: callers read ``engine.streams_answers`` or call
+``engine.embed(...)`` and never probe an engine for what it has. An engine overrides what it
+does (a class attribute, or an attribute set in ``__init__`` declared on its class).
+``engines/wrapper.py``'s ``EngineWrapper`` forwards every member to the engine it wraps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from themis_dagster.engines.token_scores import NotSupportedError, TokenInspector
 from themis_dagster.exchange import GenerationParams, Request, Response
 
 AnswerSink = Callable[[Sequence[Response]], None]
@@ -42,31 +49,78 @@ class EngineInfo:
     load_seconds: float = 0.0
 
 
-class Engine(Protocol):
-    """A loaded model. Implementations batch internally; callers pass whole lists."""
+class Engine:
+    """A loaded model. Implementations batch internally; callers pass whole lists.
+
+    ``info`` (``EngineInfo``) is set by every engine when it is built. The request types
+    (``loglikelihood``, ``generate``, ``chat``, ``embed``) each fail by default, saying that
+    the engine does not answer them; ``engines/dispatch.py`` records such a failure on the
+    batch's requests, so a task an engine cannot answer never stops the run. ``on_answered``
+    is passed only to an engine whose ``streams_answers`` is True; one that does not stream
+    may leave the parameter out.
+    """
 
     info: EngineInfo
 
-    def loglikelihood(self, requests: Sequence[Request]) -> list[Response]: ...
+    # -- capabilities: what an engine does, read by the platform (defaults: the least an engine does) --
 
-    def generate(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]: ...
+    @property
+    def streams_answers(self) -> bool:
+        """Whether it hands finished answers to ``on_answered`` while a batch runs (``AnswerSink``)."""
+        return False
 
-    def chat(self, requests: Sequence[Request], params: GenerationParams) -> list[Response]: ...
+    @property
+    def applies_reasoning(self) -> bool:
+        """Whether it splits a reasoning model's replies and adds its reasoning budget itself.
 
-    def shutdown(self) -> None: ...
+        False: ``engines/reasoning.py`` wraps it in ``ReasoningBudget`` for a reasoning model
+        (its server splits the replies; the wrapper adds the budget).
+        """
+        return False
 
+    @property
+    def in_process(self) -> bool:
+        """Whether it holds nothing outside this process, so a process that exits may leave it to the OS."""
+        return False
 
-class StreamingEngine(Engine, Protocol):
-    """An engine that hands finished answers on while a batch runs (``streams_answers`` True)."""
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer here (``encode(text, add_special_tokens=False)``), or None where it has none.
 
-    streams_answers: bool
+        A mitigation that names words (``mitigation.words``) needs it to find their token ids.
+        """
+        return None
 
-    def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]: ...
+    # -- the requests it answers --------------------------------------------------------------
+
+    def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]:
+        """The summed log-probability of each request's continuation after its context."""
+        raise NotImplementedError(f"{type(self).__name__} scores no continuations")
 
     def generate(
         self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
-    ) -> list[Response]: ...
+    ) -> list[Response]:
+        """A completion of each request's prompt (sent as text)."""
+        raise NotImplementedError(f"{type(self).__name__} completes no prompts")
 
     def chat(
         self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
-    ) -> list[Response]: ...
+    ) -> list[Response]:
+        """A reply to each request's conversation (through the model's chat template)."""
+        raise NotImplementedError(f"{type(self).__name__} answers no conversations")
+
+    def embed(self, requests: Sequence[Request]) -> list[Response]:
+        """Word vectors of each request's prompt (``Request.embedded``): an optional request type."""
+        raise NotImplementedError(f"{type(self).__name__} computes no embeddings")
+
+    # -- looking inside, and the end ----------------------------------------------------------
+
+    def inspector(self) -> TokenInspector:
+        """What the playground looks inside it with (``engines/inspection.py``); NotSupportedError by default."""
+        raise NotSupportedError(
+            f"the {self.info.engine} engine does not expose token log-probabilities here "
+            "(in-process vLLM, the fake engine and the OpenAI-compatible engine do)"
+        )
+
+    def shutdown(self) -> None:
+        """Free what it holds (worker processes, memory); by default there is nothing to free."""

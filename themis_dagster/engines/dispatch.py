@@ -7,9 +7,8 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import cast
 
-from themis_dagster.engines.base import AnswerSink, Engine, StreamingEngine
+from themis_dagster.engines.base import AnswerSink, Engine
 from themis_dagster.exchange import GenerationParams, Request, Response
 
 
@@ -51,7 +50,7 @@ def _answer(
     """
     started = time.perf_counter()
     streamed: dict[str, Response] = {}
-    streaming = cast(StreamingEngine, engine) if getattr(engine, "streams_answers", False) else None
+    streaming = engine.streams_answers and on_answered is not None
 
     def sink(finished: Sequence[Response]) -> None:
         assert on_answered is not None
@@ -63,18 +62,15 @@ def _answer(
         on_answered(timed)
         stats.handoff_seconds += time.perf_counter() - now
 
-    if batch[0].request_type == "embedding":
-        embed = getattr(engine, "embed", None)  # an optional capability: engines without it fail the batch
-        if embed is None:
-            raise NotImplementedError(f"{type(engine).__name__} computes no embeddings")
-        responses = embed(batch)
-    elif streaming is not None and on_answered is not None:
+    if batch[0].request_type == "embedding":  # an optional request type: an engine without it fails the batch
+        responses = engine.embed(batch)
+    elif streaming:
         if params is None:
-            responses = streaming.loglikelihood(batch, on_answered=sink)
+            responses = engine.loglikelihood(batch, on_answered=sink)
         elif batch[0].request_type == "chat":
-            responses = streaming.chat(batch, params, on_answered=sink)
+            responses = engine.chat(batch, params, on_answered=sink)
         else:
-            responses = streaming.generate(batch, params, on_answered=sink)
+            responses = engine.generate(batch, params, on_answered=sink)
     elif params is None:
         responses = engine.loglikelihood(batch)
     elif batch[0].request_type == "chat":

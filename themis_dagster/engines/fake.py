@@ -7,12 +7,14 @@ plumbing be tested in seconds.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from themis_dagster.engines.base import AnswerSink, EngineInfo
-from themis_dagster.exchange import GenerationParams, Request, Response
+from themis_dagster.engines.base import AnswerSink, Engine, EngineInfo
+from themis_dagster.engines.token_scores import ScoredTokens, TokenScore
+from themis_dagster.exchange import ChatMessage, GenerationParams, Request, Response
 
 if TYPE_CHECKING:
     from themis_dagster.engines.reasoning import ReasoningSplitter
@@ -55,7 +57,7 @@ class FakeTokenizer:
         return self.get_vocab().get(token)
 
 
-class FakeEngine:
+class FakeEngine(Engine):
     """Scores a continuation by its word count and a hash; replies via ``reply`` or an echo.
 
     ``fail`` plays a request the engine could not answer: it gets the request's text (context
@@ -169,9 +171,34 @@ class FakeEngine:
             answers.append(request.embedded(vectors, tokens))
         return answers
 
+    def inspector(self) -> FakeInspector:
+        return FakeInspector()
+
     def _called(self, call: str) -> None:
         self.calls.append(call)
         time.sleep(self.latency_s)
 
-    def shutdown(self) -> None:
-        pass
+
+FAKE_VOCABULARY = ("1", "2", "yes", "no", "the", "a", "he", "she", "they", "A", "B", "C", ".", ",", "I")
+
+
+class FakeInspector:
+    """The fake engine's numbers, token = whitespace-separated word; sums equal ``FakeEngine.loglikelihood``."""
+
+    def token_logprobs(self, context: str, continuation: str, top_k: int) -> ScoredTokens:
+        words = continuation.split() or [continuation]
+        extra = _unit(context + "\x00" + continuation)  # the fake engine's -2 per word, minus this once
+        tokens = [
+            TokenScore(word, -2.0 - (extra if index == len(words) - 1 else 0.0), 2, [("the", -1.0)][:top_k])
+            for index, word in enumerate(words)
+        ]
+        return ScoredTokens(context, continuation, tokens, len(context.split()) or 1)
+
+    def next_tokens(self, prompt: str, k: int, templated: bool) -> list[tuple[str, float]]:
+        scores = {token: 4.0 * _unit(f"{prompt}\x00{token}") for token in FAKE_VOCABULARY}
+        total = math.log(sum(math.exp(score) for score in scores.values()))
+        ranked = sorted(((token, score - total) for token, score in scores.items()), key=lambda pair: -pair[1])
+        return ranked[:k]
+
+    def chat_text(self, messages: list[ChatMessage]) -> str:
+        return "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages) + "<|assistant|>\n"

@@ -20,13 +20,18 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from themis_dagster.exchange import GenerationParams, Request
-from themis_dagster.registry.models import ApiSource, ModelSpec
+from themis_dagster.registry.models import AnyEngineArgs, ApiSource, EngineArgs, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 
 # EngineArgs fields that change how fast an answer comes, never what it is.
 SPEED_ONLY_ENGINE_ARGS = frozenset(
     {"gpu_memory_utilization", "kv_cache_gib", "max_num_seqs", "enable_prefix_caching", "block_size", "in_process"}
 )
+
+
+def speed_only(args: AnyEngineArgs) -> frozenset[str]:
+    """The engine arguments of ``args``' kind that change how fast an answer comes (the other kinds declare theirs)."""
+    return SPEED_ONLY_ENGINE_ARGS if isinstance(args, EngineArgs) else args.speed_only
 
 
 # json.dumps' own separators (without indent), named because the columnar fingerprints write them too
@@ -67,25 +72,27 @@ def model_fingerprint(spec: ModelSpec, weights: ResolvedWeights, engine: Mapping
     for them), so a model registered twice under two ids shares its answers; an API model is
     its endpoint and model name.
     """
+    return _sha256(model_fingerprint_inputs(spec, weights, engine))
+
+
+def model_fingerprint_inputs(spec: ModelSpec, weights: ResolvedWeights, engine: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``model_fingerprint`` hashes (``canonical_json`` of it): tests pin it, so no change slips in unseen."""
     # lineage changes no answer; a mitigation or reasoning settings do (each kept out when absent,
     # so fingerprints of models without one are what they were before it existed)
-    left_out = {"id", "description", "source", "lora", "parent"} | {
-        optional for optional in ("mitigation", "reasoning") if getattr(spec, optional) is None
-    }
+    optional = {"mitigation": spec.mitigation, "reasoning": spec.reasoning}
+    left_out = {"id", "description", "source", "lora", "parent"} | {name for name, v in optional.items() if v is None}
     declared = spec.model_dump(mode="json", exclude=left_out)
-    declared["engine"] = {k: v for k, v in declared["engine"].items() if k not in SPEED_ONLY_ENGINE_ARGS}
+    declared["engine"] = {k: v for k, v in declared["engine"].items() if k not in speed_only(spec.engine)}
     if not declared["engine"].get("batch_invariant"):  # off: the fingerprint of every model declared before it
         declared["engine"].pop("batch_invariant", None)
     source = spec.source.model_dump(mode="json") if isinstance(spec.source, ApiSource) else None
-    return _sha256(
-        {
-            "model": declared,
-            "api": source,
-            "weights_sha256": weights.weights_sha256,
-            "lora_sha256": weights.lora_sha256,
-            "engine": dict(engine),
-        }
-    )
+    return {
+        "model": declared,
+        "api": source,
+        "weights_sha256": weights.weights_sha256,
+        "lora_sha256": weights.lora_sha256,
+        "engine": dict(engine),
+    }
 
 
 def answers_repeat(request_type: str, gen_params: Mapping[str, Any] | None) -> bool:

@@ -28,7 +28,7 @@ from functools import cache
 from pathlib import Path
 
 from themis_dagster.errors import ConfigError
-from themis_dagster.registry.models import ApiSource, ImportedSource, ModelSpec
+from themis_dagster.registry.models import ApiSource, EngineArgs, ImportedSource, ModelSpec
 
 CPUINFO = Path("/proc/cpuinfo")
 # x86 flags with which the CPU computes bf16 dot products in hardware (oneDNN's bf16 kernels need one)
@@ -201,6 +201,11 @@ def resolved(spec: ModelSpec, model_path: Path | None) -> tuple[ModelSpec, Dtype
     return spec.model_copy(update={"dtype": choice.dtype}), choice
 
 
+def wants_batch_invariant(spec: ModelSpec) -> bool:
+    """Whether ``spec`` asks for vLLM's batch-invariant mode (only vLLM's engine arguments have it)."""
+    return isinstance(spec.engine, EngineArgs) and spec.engine.batch_invariant
+
+
 def check_batch_invariant(spec: ModelSpec, gpu: GpuInfo | None, cpu: CpuFeatures | None = None) -> None:
     """ConfigError naming ``engine.batch_invariant`` and the device where vLLM has no batch-invariant mode here.
 
@@ -208,7 +213,7 @@ def check_batch_invariant(spec: ModelSpec, gpu: GpuInfo | None, cpu: CpuFeatures
     (Triton matmuls on Ampere, cuBLAS without split-k on Hopper and Blackwell), ROCm and XPU; its CPU
     build has none. A model answered elsewhere (an API source) is the server's to configure.
     """
-    if not spec.engine.batch_invariant or isinstance(spec.source, ApiSource | ImportedSource):
+    if not wants_batch_invariant(spec) or isinstance(spec.source, ApiSource | ImportedSource):
         return
     field = f"model {spec.id!r}: engine.batch_invariant"
     if gpu is None:
@@ -227,4 +232,4 @@ def check_batch_invariant(spec: ModelSpec, gpu: GpuInfo | None, cpu: CpuFeatures
 
 def engine_environment(spec: ModelSpec) -> dict[str, str]:
     """Environment variables the engine of ``spec`` needs before vLLM starts (in process or ``vllm serve``)."""
-    return {BATCH_INVARIANT_ENV: "1"} if spec.engine.batch_invariant else {}
+    return {BATCH_INVARIANT_ENV: "1"} if wants_batch_invariant(spec) else {}

@@ -26,9 +26,10 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from themis_dagster.engines.base import AnswerSink, Engine, EngineInfo, StreamingEngine
+from themis_dagster.engines.base import AnswerSink, Engine
+from themis_dagster.engines.wrapper import EngineWrapper
 from themis_dagster.errors import ConfigError
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.registry.models import ReasoningSpec
@@ -153,57 +154,26 @@ def with_openai_reasoning(response: Response, data: Any) -> Response:
     return dataclasses.replace(response, reasoning=reasoning, n_reasoning_tokens=n_tokens)
 
 
-class ReasoningBudget:
+class ReasoningBudget(EngineWrapper):
     """An engine whose replies are split elsewhere (an OpenAI-compatible server), given a model's reasoning settings.
 
     Chat requests get the reasoning budget on top of their ``max_tokens`` and the chat template
-    arguments (``reasoning_params``); everything else passes through.
+    arguments (``reasoning_params``); everything else is the inner engine's (``EngineWrapper``).
     """
 
     def __init__(self, inner: Engine, reasoning: ReasoningSpec) -> None:
-        self.inner = inner
+        super().__init__(inner, {"reasoning": reasoning.model_dump(mode="json")})
         self.reasoning = reasoning
-        settings = dict(inner.info.settings) | {"reasoning": reasoning.model_dump(mode="json")}
-        self.info = EngineInfo(
-            inner.info.engine, inner.info.model_path, inner.info.versions, settings, inner.info.load_seconds
-        )
 
     @property
-    def streams_answers(self) -> bool:
-        """Whether the inner engine hands answers on while a batch runs (``engines/base.py``): so does this."""
-        return bool(getattr(self.inner, "streams_answers", False))
-
-    def _streaming(self) -> StreamingEngine:
-        return cast(StreamingEngine, self.inner)
-
-    def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]:
-        if on_answered is None:
-            return self.inner.loglikelihood(requests)
-        return self._streaming().loglikelihood(requests, on_answered=on_answered)
-
-    def generate(
-        self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
-    ) -> list[Response]:
-        if on_answered is None:
-            return self.inner.generate(requests, params)
-        return self._streaming().generate(requests, params, on_answered=on_answered)
+    def applies_reasoning(self) -> bool:
+        """The budget is applied here, the split by the server: wrapping this again would add the budget twice."""
+        return True
 
     def chat(
         self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
     ) -> list[Response]:
-        budgeted = reasoning_params(params, self.reasoning)
-        if on_answered is None:
-            return self.inner.chat(requests, budgeted)
-        return self._streaming().chat(requests, budgeted, on_answered=on_answered)
-
-    def embed(self, requests: Sequence[Request]) -> list[Response]:
-        embed = getattr(self.inner, "embed", None)
-        if embed is None:
-            raise NotImplementedError(f"{type(self.inner).__name__} computes no embeddings")
-        return list(embed(requests))
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
+        return super().chat(requests, reasoning_params(params, self.reasoning), on_answered)
 
 
 def with_reasoning_budget(engine: Engine, reasoning: ReasoningSpec | None) -> Engine:
@@ -212,6 +182,6 @@ def with_reasoning_budget(engine: Engine, reasoning: ReasoningSpec | None) -> En
     The in-process vLLM engine and the fake engine split replies and apply the budget themselves
     (``applies_reasoning``); engines over HTTP get ``ReasoningBudget`` around them.
     """
-    if reasoning is None or getattr(engine, "applies_reasoning", False):
+    if reasoning is None or engine.applies_reasoning:
         return engine
     return ReasoningBudget(engine, reasoning)

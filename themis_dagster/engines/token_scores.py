@@ -1,10 +1,14 @@
-"""What the playground's inspection returns (``engines/inspection.py``), apart from how each engine computes it,
-so that the engine-specific inspectors (``engines/openai/inspection.py``) share the types without importing
-the module that picks them."""
+"""What the playground's inspection returns (``engines/inspection.py``) and what an inspector is, apart from how
+each engine computes it, so that the engine base class and the engine-specific inspectors
+(``engines/vllm/inspection.py``, ``engines/openai/inspection.py``) share the types without importing the module
+that calls them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from themis_dagster.exchange import ChatMessage
 
 
 class NotSupportedError(RuntimeError):
@@ -38,3 +42,14 @@ class ScoredTokens:
     @property
     def is_greedy(self) -> bool:
         return all(token.rank == 1 for token in self.tokens)
+
+
+@runtime_checkable
+class TokenInspector(Protocol):
+    """What looks inside an engine for the playground (``Engine.inspector`` returns one)."""
+
+    def token_logprobs(self, context: str, continuation: str, top_k: int) -> ScoredTokens: ...
+
+    def next_tokens(self, prompt: str, k: int, templated: bool) -> list[tuple[str, float]]: ...
+
+    def chat_text(self, messages: list[ChatMessage]) -> str: ...

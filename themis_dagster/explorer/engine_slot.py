@@ -11,9 +11,10 @@ next one that asks (its pid is gone: ``runs/owner.py``).
 
 Models behind an API, the ``openai`` engine and a ``vllm-server`` already running for the model
 are answered over HTTP and load nothing on this host's devices: they take no slot
-(:func:`needs_slot`). A ``vllm-server`` that is not running yet is started on a device, so it
-takes the slot as the in-process engine does. The engine is the one ``THEMIS_ENGINE`` names, from the engine registry
-(``resources/engine_registry.py``): the playground is no second inference stack.
+(:func:`needs_slot`, as the engine registry's ``EngineKind.loads_here`` says). A ``vllm-server`` that
+is not running yet is started on a device, so it takes the slot as the in-process engine does. The engine is
+the one ``THEMIS_ENGINE`` names, from the engine registry (``resources/engine_registry.py``): the playground is
+no second inference stack.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from themis_dagster.engines.base import Engine
-from themis_dagster.registry.models import ApiSource, ModelSpec
+from themis_dagster.registry.models import ModelSpec
 from themis_dagster.settings import PROJECT_ROOT, Settings
 
 LOG = logging.getLogger(__name__)
@@ -83,14 +84,13 @@ def dagster_instance() -> Any:
 
 
 def needs_slot(spec: ModelSpec, settings: Settings) -> bool:
-    """Whether answering ``spec`` would put an engine on this host's devices (then it takes an ``engine`` slot)."""
-    if isinstance(spec.source, ApiSource) or settings.engine == "openai":
-        return False
-    if settings.engine == "vllm-server":
-        from themis_dagster.engines.vllm.server import VLLMServerManager
+    """Whether answering ``spec`` would put an engine on this host's devices (then it takes an ``engine`` slot).
 
-        return not VLLMServerManager(settings.server_state_dir).running(spec.id)
-    return True
+    The engine registry says, for the kind ``THEMIS_ENGINE`` names (``EngineKind.loads_here``).
+    """
+    from themis_dagster.resources.engine_registry import engine_kind
+
+    return engine_kind(settings.engine).loads_here(spec, settings)
 
 
 @dataclass

@@ -281,10 +281,14 @@ def render() -> None:
     stored = _stored(model)
     source = spec.source
     settings = ui.settings()
-    engine_name = "HTTP (OpenAI-compatible API)" if isinstance(source, ApiSource) else settings.engine
+    from themis_dagster.resources.engine_registry import engine_kind  # Dagster's resources: on this page only
+
+    try:
+        kind = engine_kind(settings.engine)
+    except ValueError as error:
+        ui.fail(str(error), "Set THEMIS_ENGINE to a registered engine (README, Engines).")
     slot_needed = needs_slot(spec, settings)
-    if settings.engine == "vllm-server" and not isinstance(source, ApiSource):
-        engine_name += " (running: no engine slot needed)" if not slot_needed else " (not running: started in a slot)"
+    engine_name = kind.describe(spec, slot_needed)
     key_note = ""
     if isinstance(source, ApiSource):
         key_note = f" · API key from ${source.api_key_env}" if source.api_key_env else " · no API key"

@@ -2,14 +2,17 @@
 
 The wrapped engine is the parent's own (``EngineResource.engine_for`` loads it once for a
 model and all its variants); only the requests, the sampling settings and the replies change.
+Everything else (its capabilities, embeddings, inspection) is the parent's, forwarded by
+``EngineWrapper``: a mitigation changes no word vector, so a variant's ``iat_weat`` is its parent's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any
 
-from themis_dagster.engines.base import AnswerSink, Engine, EngineInfo, StreamingEngine
+from themis_dagster.engines.base import AnswerSink, Engine
+from themis_dagster.engines.wrapper import EngineWrapper
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.mitigations.requests import filtered_reply, with_instruction, with_system_prompt, word_token_ids
 from themis_dagster.registry.mitigation import (
@@ -33,20 +36,13 @@ def describe(mitigation: Mitigation) -> dict[str, Any]:
     return {"stage": stage_of(mitigation)} | mitigation.model_dump(mode="json")
 
 
-class MitigatedEngine:
-    """An ``Engine`` that applies one mitigation around ``inner``."""
+class MitigatedEngine(EngineWrapper):
+    """An ``Engine`` that applies one mitigation around ``inner`` (the rest is ``inner``'s: ``EngineWrapper``)."""
 
     def __init__(self, inner: Engine, mitigation: Mitigation) -> None:
-        self.inner = inner
+        super().__init__(inner, {"mitigation": describe(mitigation)})
         self.mitigation = mitigation
-        settings = dict(inner.info.settings) | {"mitigation": describe(mitigation)}
-        self.info = EngineInfo(inner.info.engine, inner.info.model_path, inner.info.versions, settings,
-                               inner.info.load_seconds)  # fmt: skip
         self._bias: dict[int, float] | None = None
-
-    @property
-    def in_process(self) -> bool:
-        return bool(getattr(self.inner, "in_process", False))
 
     def _rewrite(self, requests: Sequence[Request]) -> list[Request]:
         mitigation = self.mitigation
@@ -67,7 +63,7 @@ class MitigatedEngine:
         if self._bias is None:
             bias = dict(self.mitigation.token_ids)
             if self.mitigation.words:
-                tokenizer = getattr(self.inner, "tokenizer", None)
+                tokenizer = self.tokenizer
                 if tokenizer is None:
                     raise ValueError(
                         f"mitigation.words needs a local tokenizer; the {self.info.engine} engine has none: "
@@ -85,11 +81,6 @@ class MitigatedEngine:
             return [filtered_reply(response, self.mitigation) for response in responses]
         return responses
 
-    @property
-    def streams_answers(self) -> bool:
-        """Answers are handed on while a batch runs when the inner engine hands them on."""
-        return bool(getattr(self.inner, "streams_answers", False))
-
     def _sink(self, on_answered: AnswerSink | None) -> AnswerSink | None:
         """``on_answered`` given the replies as this mitigation leaves them."""
         if on_answered is None:
@@ -99,31 +90,27 @@ class MitigatedEngine:
 
     def loglikelihood(self, requests: Sequence[Request], on_answered: AnswerSink | None = None) -> list[Response]:
         """Only a system prompt changes a loglikelihood (it becomes part of the context)."""
-        if on_answered is None:
-            return self.inner.loglikelihood(self._rewrite(requests))
-        return cast(StreamingEngine, self.inner).loglikelihood(self._rewrite(requests), on_answered=on_answered)
+        return super().loglikelihood(self._rewrite(requests), on_answered)
 
     def generate(
         self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
     ) -> list[Response]:
-        return self._answered(cast(StreamingEngine, self.inner).generate, requests, params, on_answered)
+        return self._answered(super().generate, requests, params, on_answered)
 
     def chat(
         self, requests: Sequence[Request], params: GenerationParams, on_answered: AnswerSink | None = None
     ) -> list[Response]:
-        return self._answered(cast(StreamingEngine, self.inner).chat, requests, params, on_answered)
+        return self._answered(super().chat, requests, params, on_answered)
 
     def _answered(
         self,
-        ask: Callable[..., list[Response]],
+        ask: Callable[[Sequence[Request], GenerationParams, AnswerSink | None], list[Response]],
         requests: Sequence[Request],
         params: GenerationParams,
         on_answered: AnswerSink | None,
     ) -> list[Response]:
         """Generation and chat alike: rewritten requests and params in, filtered replies out (streamed when asked)."""
-        if on_answered is None:  # an engine that does not stream takes no sink
-            return self._replies(ask(self._rewrite(requests), self._params(params)))
-        return self._replies(ask(self._rewrite(requests), self._params(params), on_answered=self._sink(on_answered)))
+        return self._replies(ask(self._rewrite(requests), self._params(params), self._sink(on_answered)))
 
     def shutdown(self) -> None:
         """The inner engine is the parent's: whoever loaded it shuts it down."""

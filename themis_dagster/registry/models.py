@@ -6,9 +6,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.registry.engine_args import FakeEngineArgs, OpenAIEngineArgs
 from themis_dagster.registry.mitigation import Mitigation
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.registry.reasoning import check_parser_name
@@ -127,6 +136,42 @@ class EngineArgs(_Strict):
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
 
+EngineKindName = Literal["vllm", "vllm-server", "openai", "fake"]
+AnyEngineArgs = EngineArgs | OpenAIEngineArgs | FakeEngineArgs
+
+# The engine arguments each engine kind reads, by the kind's THEMIS_ENGINE name (vLLM's server reads vLLM's).
+ENGINE_ARGS: dict[str, type[AnyEngineArgs]] = {
+    "vllm": EngineArgs,
+    "vllm-server": EngineArgs,
+    "openai": OpenAIEngineArgs,
+    "fake": FakeEngineArgs,
+}
+
+
+class _Kind(_Strict):
+    kind: EngineKindName
+
+
+def _engine_args(value: object) -> object:
+    """A model's ``engine:`` mapping as the arguments of the kind its ``kind:`` names (vLLM's without one).
+
+    Validated here, model by model, so an error names the field as it is written
+    (``models.0.engine.gpu_memory_utilization``), not the member of the union that was tried.
+    """
+    if isinstance(value, AnyEngineArgs):
+        return value
+    if not isinstance(value, dict) or "kind" not in value:
+        return EngineArgs.model_validate(value)
+    args = ENGINE_ARGS[_Kind.model_validate({"kind": value["kind"]}).kind]
+    if args is EngineArgs:  # vLLM's arguments are written without a kind (and so stay in every fingerprint)
+        value = {key: setting for key, setting in value.items() if key != "kind"}
+    return args.model_validate(value)
+
+
+ModelEngineArgs = Annotated[AnyEngineArgs, BeforeValidator(_engine_args)]
+"""A model's engine arguments: one model per engine kind, vLLM's by default (``registry/engine_args.py``)."""
+
+
 class LoraAdapter(_Strict):
     """A LoRA adapter served on top of the base model through vLLM's LoRA support."""
 
@@ -167,7 +212,7 @@ class ModelSpec(_Strict):
     source: ModelSource
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     max_model_len: int | None = Field(default=2048, ge=16)
-    engine: EngineArgs = EngineArgs()
+    engine: ModelEngineArgs = EngineArgs()
     chat_template: str | None = Field(
         default="auto",
         description="'auto': the tokenizer's own template; None: a base model, prompts sent as text; "

@@ -19,6 +19,8 @@ from themis_dagster.engines.fake import DEFAULT_STEP_SIZE, FakeEngine
 from themis_dagster.engines.precision import resolved
 from themis_dagster.engines.reasoning import ReasoningSplitter, with_reasoning_budget
 from themis_dagster.mitigations.engine import mitigated
+from themis_dagster.registry.engine_args import FakeEngineArgs
+from themis_dagster.registry.model_engine import kind_args
 from themis_dagster.registry.models import ApiSource, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources.openai_config import openai_config_for
@@ -164,13 +166,14 @@ class FakeEngineResource(EngineResource):
         return super().output_identity() | {"reply": self.reply}
 
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
-        fixed = self.reply
+        args = kind_args(spec, FakeEngineArgs, "fake") or FakeEngineArgs()  # the model's own, else the resource's
+        fixed = self.reply if args.reply is None else args.reply
         return FakeEngine(
             weights.path,
             reply=lambda prompt: fixed,
-            latency_s=self.latency_s,
-            per_request_s=self.per_request_s,
-            step_size=self.step_size,
+            latency_s=self.latency_s if args.latency_s is None else args.latency_s,
+            per_request_s=self.per_request_s if args.per_request_s is None else args.per_request_s,
+            step_size=self.step_size if args.step_size is None else args.step_size,
             reasoning=fake_reasoning(spec),
         )
 
@@ -193,7 +196,7 @@ def shutdown_warm_engines(process_exiting: bool = False) -> None:
     """
     with _WARM_LOCK:
         for engine in _WARM.values():
-            if process_exiting and getattr(engine, "in_process", False):
+            if process_exiting and engine.in_process:
                 continue
             engine.shutdown()
         _WARM.clear()

@@ -100,6 +100,7 @@ class VLLMServerResource(EngineResource):
             max_concurrency=self.max_concurrency,
             timeout_s=self.timeout_s,
             max_retries=self.max_retries,
+            engine="vllm-server",
             server="vllm",
             loglikelihood="prompt_logprobs",
             engine_name="vllm-server",

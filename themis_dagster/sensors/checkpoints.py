@@ -60,7 +60,8 @@ from themis_dagster.registry.discovered import (
     ids_by_path,
     load_discovered,
 )
-from themis_dagster.registry.models import EngineArgs, ModelSpec, load_models
+from themis_dagster.registry.model_engine import parse_engine_args
+from themis_dagster.registry.models import AnyEngineArgs, ModelSpec, load_models
 from themis_dagster.registry.weights import WEIGHT_SUFFIXES, weights_fingerprint
 from themis_dagster.reports.family import split_checkpoint
 from themis_dagster.resources.config import ThemisConfig
@@ -98,12 +99,12 @@ class CheckpointWatchConfig(ConfigurableResource):  # type: ignore[type-arg]
         "what a folder of weights cannot say, e.g. tensor_parallel_size for a model larger than one accelerator.",
     )
 
-    def engine_args(self, origin: str = "CheckpointWatchConfig.engine") -> EngineArgs | None:
+    def engine_args(self, origin: str = "CheckpointWatchConfig.engine") -> AnyEngineArgs | None:
         """``engine`` validated (None: vLLM's defaults); an unknown or invalid key is an error naming ``origin``."""
         if not self.engine:
             return None
         try:
-            return EngineArgs.model_validate(self.engine)
+            return parse_engine_args(self.engine)
         except ValidationError as error:
             raise ConfigError(format_validation_error(error, origin)) from None
 

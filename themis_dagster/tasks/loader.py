@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from themis_dagster.engines.precision import check_batch_invariant, this_gpu
+from themis_dagster.engines.precision import check_batch_invariant, this_gpu, wants_batch_invariant
 from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.registry.models import get_model, load_registry
 from themis_dagster.settings import Settings
@@ -274,7 +274,7 @@ def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> No
         if judge_model := load_task(task, overrides.get(task), models=models).judge_model:
             engaged.append(get_model(models, judge_model))
     for spec in engaged:  # settings this device cannot honour (engines/precision.py)
-        if spec.engine.batch_invariant:
+        if wants_batch_invariant(spec):
             check_batch_invariant(spec, this_gpu())
 
 

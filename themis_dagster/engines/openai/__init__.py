@@ -31,6 +31,7 @@ The modules, by concern:
 - ``client``: the HTTP client: the key, retries and backoff, redaction, request counters.
 - ``payloads``: request bodies built from ``GenerationParams`` and tokens, replies read into ``Response``s.
 - ``logprobs``: continuation scores read from ``prompt_logprobs`` or echoed ``logprobs``.
+- ``inspection``: the playground's look inside a served model (per-token log-probabilities).
 - ``engine``: ``OpenAICompatibleEngine``, the ``Engine`` over all of these.
 
 The package imports nothing on its own: ``config`` needs only pydantic, the rest httpx.

@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 
 import httpx
 
-from themis_dagster.engines.base import AnswerSink, EngineInfo
+from themis_dagster.engines.base import AnswerSink, Engine, EngineInfo
 from themis_dagster.engines.openai.client import UNSUPPORTED_STATUSES, OpenAIClient
 from themis_dagster.engines.openai.config import OpenAIEngineConfig
 from themis_dagster.engines.openai.errors import LoglikelihoodUnsupportedError, OpenAIEngineError, RequestFailedError
+from themis_dagster.engines.openai.inspection import OpenAIInspector
 from themis_dagster.engines.openai.logprobs import echo_score, move_trailing_spaces, prompt_logprobs_score
 from themis_dagster.engines.openai.payloads import (
     chat_reply,
@@ -36,7 +37,7 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-class OpenAICompatibleEngine:
+class OpenAICompatibleEngine(Engine):
     """Implements ``Engine`` over HTTP; requests run concurrently, at most ``max_concurrency`` at a time."""
 
     streams_answers = True  # answers are handed on as their responses arrive (engines/base.py)
@@ -326,6 +327,10 @@ class OpenAICompatibleEngine:
             return self._guarded(request, lambda: self._chat_one(request, conversation, params), fallback)
 
         return self._map(one, requests, _each(on_answered))
+
+    def inspector(self) -> OpenAIInspector:
+        """Through this engine's own client and tokenization (``engines/openai/inspection.py``)."""
+        return OpenAIInspector(self)
 
     def shutdown(self) -> None:
         """Close the HTTP connections (a server started elsewhere keeps running)."""

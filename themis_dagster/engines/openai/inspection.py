@@ -16,10 +16,10 @@ completions endpoint; no generic API shows its chat template's text), never a cr
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from themis_dagster.engines.openai.client import UNSUPPORTED_STATUSES
-from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
+from themis_dagster.engines.openai.client import UNSUPPORTED_STATUSES, OpenAIClient
+from themis_dagster.engines.openai.config import OpenAIEngineConfig
 from themis_dagster.engines.openai.errors import LoglikelihoodUnsupportedError, RequestFailedError
 from themis_dagster.engines.openai.logprobs import move_trailing_spaces
 from themis_dagster.engines.openai.payloads import echo_payload, prompt_logprobs_payload
@@ -35,10 +35,23 @@ def _ranked(top: dict[str, float], k: int) -> list[tuple[str, float]]:
     return sorted(((str(token), float(lp)) for token, lp in top.items()), key=lambda pair: -pair[1])[:k]
 
 
-class OpenAIInspector:
-    """Inspection through a loaded ``OpenAICompatibleEngine``."""
+class Served(Protocol):
+    """What the inspector uses of a loaded ``OpenAICompatibleEngine`` (its client, settings and tokenization)."""
 
-    def __init__(self, engine: OpenAICompatibleEngine) -> None:
+    config: OpenAIEngineConfig
+    _http: OpenAIClient
+    server_kind: str
+    loglikelihood_mode: str
+
+    def _tokenize(self, text: str) -> list[int]: ...
+
+    def _tokenizer_facts(self) -> tuple[int, int | None]: ...
+
+
+class OpenAIInspector:
+    """Inspection through a loaded ``OpenAICompatibleEngine`` (``OpenAICompatibleEngine.inspector()``)."""
+
+    def __init__(self, engine: Served) -> None:
         self.engine = engine
         self.http = engine._http
 

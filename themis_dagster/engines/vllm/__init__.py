@@ -6,6 +6,7 @@ and the engines that only speak HTTP (``engines.openai``), and is the one folder
 revisit when vLLM is upgraded:
 
 - ``engine``: the in-process engine (vLLM's offline ``LLM``) and the engine arguments.
+- ``inspection``: the playground's look inside the in-process engine (per-token log-probabilities).
 - ``server``: one warm ``vllm serve`` per model shared across runs: the manager runs use and
   the ``python -m`` entry point; ``server_state`` (its files and lock), ``serve_command`` (the
   command line and its fingerprint), ``server_health`` (GET /health, /load) and ``supervisor``

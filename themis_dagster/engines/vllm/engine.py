@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from themis_dagster.engines.base import AnswerSink, EngineInfo, UnknownAnswerError
+from themis_dagster.engines.base import AnswerSink, Engine, EngineInfo, UnknownAnswerError
 from themis_dagster.engines.precision import (
     DtypeChoice,
     check_batch_invariant,
@@ -26,10 +26,14 @@ from themis_dagster.engines.vllm.prefix_reuse import CPU_DEFAULT_BLOCK_SIZE, cov
 from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.vllm.tempfiles import track_dist_store
 from themis_dagster.exchange import ChatMessage, GenerationParams, Request, Response
+from themis_dagster.registry.model_engine import vllm_args
 from themis_dagster.registry.models import ModelSpec
 
 if TYPE_CHECKING:
     from vllm import LLM, SamplingParams
+
+    from themis_dagster.engines.embeddings import TransformersEmbedder
+    from themis_dagster.engines.vllm.inspection import VLLMInspector
 
 CPU_DEFAULT_MEMORY_FRACTION = 0.3
 GPU_DEFAULT_MEMORY_FRACTION = 0.9
@@ -86,9 +90,10 @@ def configure_compile_cache() -> None:
 
 def runs_in_process(spec: ModelSpec, on_gpu: bool) -> bool:
     """Whether the engine core runs in this process (see ``EngineArgs.in_process``)."""
-    if spec.engine.in_process is not None:
-        return spec.engine.in_process
-    return not on_gpu and spec.engine.gpu_count == 1
+    engine = vllm_args(spec)
+    if engine.in_process is not None:
+        return engine.in_process
+    return not on_gpu and engine.gpu_count == 1
 
 
 def configure_process_mode(in_process: bool) -> None:
@@ -106,11 +111,14 @@ def dtype_choice(spec: ModelSpec, model_path: str, on_gpu: bool) -> DtypeChoice:
 
 
 def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, Any]:
-    """Map a validated ModelSpec onto ``vllm.LLM`` keyword arguments (its dtype resolved for this device)."""
+    """Map a validated ModelSpec onto ``vllm.LLM`` keyword arguments (its dtype resolved for this device).
+
+    ConfigError where the model declares another engine kind's arguments.
+    """
+    engine = vllm_args(spec)
     gpu = this_gpu() if on_gpu else None
     check_batch_invariant(spec, gpu)  # before any engine: vLLM has no batch-invariant mode on this device
     dtype = resolve_dtype(spec, Path(model_path), gpu).dtype
-    engine = spec.engine
     fraction = engine.gpu_memory_utilization
     if fraction is None:
         fraction = GPU_DEFAULT_MEMORY_FRACTION if on_gpu else CPU_DEFAULT_MEMORY_FRACTION
@@ -151,11 +159,15 @@ def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, A
     return kwargs
 
 
-class VLLMEngine:
+class VLLMEngine(Engine):
     """One loaded vLLM engine; all requests of a run go through its batched calls."""
 
     streams_answers = True  # hands finished answers on while a batch runs (engines/base.py)
     applies_reasoning = True  # splits a reasoning model's replies and adds its budget itself (engines/reasoning.py)
+    in_process: bool = False  # set when loaded: the engine core in this process (runs_in_process)
+    tokenizer: Any = None  # vLLM's tokenizer of the model, set when loaded
+    embedder: TransformersEmbedder | None = None  # the side path of embedding requests, loaded on the first
+    _stopped = False
 
     def __init__(self, spec: ModelSpec, model_path: str) -> None:
         started = time.perf_counter()  # the load includes importing torch and vLLM (about 6 s here)
@@ -445,7 +457,7 @@ class VLLMEngine:
         """
         template_kwargs = dict(self.spec.reasoning.chat_template_kwargs) if self.spec.reasoning is not None else {}
         rendered = self.tokenizer.apply_chat_template(
-            conversation,  # type: ignore[arg-type]
+            conversation,
             tokenize=False,
             add_generation_prompt=True,
             chat_template=self.chat_template,
@@ -480,19 +492,24 @@ class VLLMEngine:
 
     def embed(self, requests: Sequence[Request]) -> list[Response]:
         """Word vectors from the served weights through transformers (``engines/embeddings.py``), loaded once."""
-        if getattr(self, "embedder", None) is None:
+        if self.embedder is None:
             from themis_dagster.engines.embeddings import TransformersEmbedder
 
             self.embedder = TransformersEmbedder(self.info.model_path)
         return self.embedder.embed(requests)
 
+    def inspector(self) -> VLLMInspector:
+        from themis_dagster.engines.vllm.inspection import VLLMInspector
+
+        return VLLMInspector(self)
+
     def shutdown(self) -> None:
-        """Stop the engine's worker processes and free its memory."""
-        llm = getattr(self, "llm", None)
-        if llm is None:
+        """Stop the engine's worker processes and free its memory (once)."""
+        if self._stopped:
             return
-        engine = getattr(llm, "llm_engine", None)
-        core = getattr(engine, "engine_core", None)
+        self._stopped = True
+        llm_engine = getattr(self.llm, "llm_engine", None)  # vLLM's internals, as this release names them
+        core = getattr(llm_engine, "engine_core", None)
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
         del self.llm
