@@ -43,6 +43,8 @@ FAILURE_OUTCOMES = ("engine_error", "missing_response", "error_engine_error", "e
 GUARDED = ("chat",)
 
 
+# Tasks may store this text (an engine failure's error) in their judgments: it keeps the module's
+# first path so that stored rows stay the same.
 _WITHHELD = ": not an answer, withheld from the task's parser (columnar/reply_guard.py)"
 
 
