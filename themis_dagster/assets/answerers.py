@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from themis_dagster.engines.fingerprint import model_fingerprint
+from themis_dagster.engines.precision import resolved
 from themis_dagster.evaluation.answering import Answerer, Answerers
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
@@ -22,6 +25,7 @@ def answerer_for(
     Its answers are cached under the model's fingerprint (weights, output-changing settings, the
     engine's identity) when the platform's request cache is on.
     """
+    spec, precision = resolved(spec, Path(weights.path))  # dtype: auto made concrete here, so it is in the key
     fingerprint = model_fingerprint(spec, weights, engine.output_identity()) if themis.request_cache else None
     return Answerer(
         model_id=spec.id,
@@ -30,6 +34,7 @@ def answerer_for(
         model_fingerprint=fingerprint,
         chunk_size=themis.request_chunk_size,
         commit_interval_s=themis.commit_interval_s,
+        precision=precision,
     )
 
 

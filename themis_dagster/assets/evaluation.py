@@ -146,9 +146,9 @@ def raw_responses(
     prompt_rows = prompts.height
     del prompts  # the partition's prompts are not held while its answers are written
     info = engine.loaded_info() if answered.stats.sent else None
+    config = run_config(spec, weights, task, info, engine.output_identity(), answered.precision)
     now = datetime.now(UTC).replace(tzinfo=None)
-    run_row = {"model": key.model, "task": key.task, "run_id": context.run_id, "materialized_at": now,
-               "config": run_config(spec, weights, task, info, engine.output_identity())}  # fmt: skip
+    run_row = {"model": key.model, "task": key.task, "run_id": context.run_id, "materialized_at": now, "config": config}
     with warehouse.connect() as conn:
         stored, written = replace_stage_frame(
             conn, "responses", key, answered.frame, run_id=context.run_id, upstream=upstream

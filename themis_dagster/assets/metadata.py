@@ -121,6 +121,11 @@ def responses_metadata(
             else {}
         ),
         "engine": info.engine if info is not None else f"{identity['engine']} (not loaded: every answer reused)",
+        **(
+            {"dtype": answered.precision.dtype, "dtype_reason": answered.precision.reason}
+            if answered.precision is not None
+            else {}
+        ),
         "engine_settings": MetadataValue.json(json.loads(json.dumps(info.settings if info else {}, default=str))),
         "library_versions": MetadataValue.json(info.versions if info is not None else {}),
         "engine_load_seconds": round(info.load_seconds, 2) if info is not None and loaded_now else 0.0,

@@ -30,6 +30,7 @@ import polars as pl
 
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.dispatch import DispatchStats, dispatch
+from themis_dagster.engines.precision import DtypeChoice
 from themis_dagster.evaluation.request_keys import cacheable_rows, request_fingerprints
 from themis_dagster.evaluation.stage_io import Warehouse
 from themis_dagster.exchange import Request, Response
@@ -303,6 +304,7 @@ class Answerer:
     model_fingerprint: str | None
     chunk_size: int
     commit_interval_s: float = 10.0
+    precision: DtypeChoice | None = None  # the dtype the answers are computed in here (engines/precision.py)
 
     def answer_frame(self, prompts: pl.DataFrame, *, retries: int) -> tuple[pl.DataFrame, AnswerStats]:
         """``answer_frame`` for this model: the responses frame of a partition's prompt rows."""

@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from themis_dagster.engines.base import EngineInfo
+from themis_dagster.engines.precision import DtypeChoice
 from themis_dagster.evaluation.answering import Answerer, AnswerStats, answer_again
 from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.exchange import GenerationParams, Request, Response
@@ -37,6 +38,8 @@ class Answered:
     resent: int
     """Requests sent again because their replies could not be judged (the task's ``RESEND``)."""
     seconds: float
+    precision: DtypeChoice | None
+    """The dtype the answers were computed in (``Answerer.precision``)."""
 
 
 def largest_answer_budget(prompts: pl.DataFrame) -> int:
@@ -82,7 +85,7 @@ def answer_prompts(
         answering.dispatch.errors = int(answers.get_column("error").is_not_null().sum())
     seconds = time.perf_counter() - started
     frame = answers.with_columns(pl.lit(key.model).alias("model"), pl.lit(key.task).alias("task"))
-    return Answered(frame, answering, resent, seconds)
+    return Answered(frame, answering, resent, seconds, answerer.precision)
 
 
 def run_config(
@@ -91,8 +94,9 @@ def run_config(
     task: LoadedTask,
     info: EngineInfo | None,
     identity: dict[str, str],
+    precision: DtypeChoice | None,
 ) -> dict[str, Any]:
-    """The run's reproducibility record (``evaluation_runs.config``): model, weights, task, engine, code.
+    """The run's reproducibility record (``evaluation_runs.config``): model, weights, task, engine, dtype, code.
 
     ``info`` None: no engine was loaded (every answer came from the request cache).
     """
@@ -104,5 +108,6 @@ def run_config(
         "task": task.spec.model_dump(mode="json"),
         "task_params": task.params.model_dump(mode="json"),
         "engine": info.__dict__ if info is not None else identity | {"loaded": False},
+        "precision": precision.__dict__ if precision is not None else None,
         "code_version": code_version(),
     }
