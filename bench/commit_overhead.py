@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from themis_dagster.assets.answering import AnswerStats, answer_requests  # noqa: E402
 from themis_dagster.engines.vllm.engine import VLLMEngine  # noqa: E402
+from themis_dagster.evaluation.answering import AnswerStats, answer_requests  # noqa: E402
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, get_model, load_registry  # noqa: E402
 from themis_dagster.resources import ThemisConfig, WarehouseResource  # noqa: E402
 from themis_dagster.settings import Settings  # noqa: E402

@@ -32,8 +32,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from themis_dagster.assets.answering import chunk_order  # noqa: E402
 from themis_dagster.datasets import resolve_file  # noqa: E402
+from themis_dagster.evaluation.answering import chunk_order  # noqa: E402
 from themis_dagster.exchange import GenerationParams, Request  # noqa: E402
 from themis_dagster.settings import Settings  # noqa: E402
 from themis_dagster.tasks.loader import load_task, task_files  # noqa: E402

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from chain_scale import write_pairs  # noqa: E402
 from judge_and_keys import KEY, frames, timed  # noqa: E402
 
-from themis_dagster.assets.stage import chunked, stage_frame  # noqa: E402
-from themis_dagster.columnar.columnar import items_frame, judged_frame  # noqa: E402
+from themis_dagster.evaluation.stage_io import chunked, stage_frame  # noqa: E402
+from themis_dagster.evaluation.task_frames import items_frame, judged_frame  # noqa: E402
 from themis_dagster.tasks.crows_pairs import utils as crows_pairs  # noqa: E402
 from themis_dagster.tasks.spec import Judgment  # noqa: E402
 from themis_dagster.warehouse.frames import from_frame  # noqa: E402

@@ -1,8 +1,8 @@
 """Benchmark: the two levers of issue 14 item 2's last step, each against its peer in the same run.
 
 1. The ``judgments`` stage's work for crows_pairs at N requests (N/2 pairs): the columnar
-   ``judge_frame`` (``columnar/columnar.py``) against the record path it replaces
-   (``assets/evaluation.py::_judged_by_chunks``: items, requests and responses as records
+   ``judge_frame`` (``evaluation/task_frames.py``) against the record path it replaces
+   (``evaluation/judging/task_judge.py::judge_by_chunks``: items, requests and responses as records
    8192 items at a time, ``judge``, judgments back to a frame). Same frames in, equal frames out
    (checked here too).
 2. Writing a million-row ``prompts`` partition into a fresh DuckDB file and replacing it again (a
@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 import duckdb  # noqa: E402
 import polars as pl  # noqa: E402
 
-from themis_dagster.assets.evaluation import _judged_by_chunks  # noqa: E402
-from themis_dagster.columnar.columnar import columnar_judge, judged_frame  # noqa: E402
-from themis_dagster.partitions import EvaluationPartition  # noqa: E402
+from themis_dagster.evaluation.judging.task_judge import judge_by_chunks  # noqa: E402
+from themis_dagster.evaluation.partition import EvaluationPartition  # noqa: E402
+from themis_dagster.evaluation.task_frames import columnar_judge, judged_frame  # noqa: E402
 from themis_dagster.tasks.loader import load_task  # noqa: E402
 from themis_dagster.warehouse.partitions import replace_partition  # noqa: E402
 from themis_dagster.warehouse.schema import ensure_schema  # noqa: E402
@@ -107,7 +107,7 @@ def judgments(requests: int) -> None:
     columnar = columnar_judge(task)
     assert columnar is not None
     items, prompts, responses = frames(requests)
-    by_records, records_wall, records_cpu = timed(lambda: _judged_by_chunks(task, KEY, items, prompts, responses))
+    by_records, records_wall, records_cpu = timed(lambda: judge_by_chunks(task, KEY, items, prompts, responses))
     by_columns, columns_wall, columns_cpu = timed(lambda: judged_frame(columnar, KEY, items, responses, task.params))
     assert by_columns.equals(by_records), "the columnar judgments differ from judge's"
     print(f"judgments, {requests} requests: records {records_wall:.2f} s wall / {records_cpu:.2f} s CPU; "

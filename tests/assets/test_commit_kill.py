@@ -63,7 +63,7 @@ class Announcing:
 conn = duckdb.connect(path)
 ensure_schema(conn)
 print("ready", time.monotonic(), flush=True)
-# what assets.stage.replace_stage writes: the stage's rows and their lineage row, one transaction
+# what evaluation.stage_io.replace_stage writes: the stage's rows and their lineage row, one transaction
 lineage_write = Write("stage_generations", lineage, scope | {"stage": "judgments"})
 replace_rows(Announcing(conn), [Write("judgments", frame, scope), lineage_write])
 conn.close()

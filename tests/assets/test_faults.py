@@ -27,9 +27,9 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import make_resources, requires_mirror, write_overrides
 from tests.engines.test_openai_engine import FakeServer
 from themis_dagster.assets import evaluation_assets
-from themis_dagster.assets.answering import chunk_order
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
+from themis_dagster.evaluation.answering import chunk_order
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec

@@ -167,11 +167,12 @@ def test_plain_string_partition_key_is_understood(tmp_path: Path, instance: Dags
     """Runs launched with only the `dagster/partition` tag see "model|task" as a plain string."""
     from dagster import build_asset_context
 
+    from themis_dagster.evaluation.partition import EvaluationPartition
     from themis_dagster.partitions import model_and_task
 
     instance.add_dynamic_partitions(MODELS_PARTITION, [MODEL])
     context = build_asset_context(partition_key=f"{MODEL}|crows_pairs", instance=instance)
-    assert model_and_task(context) == (MODEL, "crows_pairs")
+    assert model_and_task(context) == EvaluationPartition(MODEL, "crows_pairs")
 
 
 @requires_mirror

@@ -1,7 +1,9 @@
 """No import runs up the layers: every ``themis_dagster`` module imports only its own layer and those below.
 
-``LAYERS`` lists them bottom to top; lazy imports inside functions count too. ``partitions`` and
-``columnar`` (the evaluation chain's column-at-a-time plumbing) sit between the tasks and the assets;
+``LAYERS`` lists them bottom to top; lazy imports inside functions count too. ``evaluation`` (the
+chain's stages as plain functions over a task, frames and an answerer) sits on the tasks, engines
+and warehouse, below Dagster's ``partitions`` (which turn the running key into its typed key) and
+every reader of its rows, so the assets above only wire it;
 ``backfills`` (what ``themis backfill`` and the explorer both queue) sits on the definitions, and the
 command line sits on the explorer (``themis ui`` serves it), so the explorer never imports the command line.
 """
@@ -24,8 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("warehouse",),
     ("mitigations",),
     ("tasks",),
+    ("evaluation",),
     ("partitions",),
-    ("columnar",),
     ("comparisons",),
     ("reports",),
     ("importers",),

@@ -124,7 +124,7 @@ def test_fingerprints_change_with_what_changes_an_answer() -> None:
 
 
 def test_failed_answers_are_not_cached_and_are_sent_again(tmp_path: Path) -> None:
-    from themis_dagster.assets.answering import answer_requests
+    from themis_dagster.evaluation.answering import answer_requests
     from themis_dagster.resources import WarehouseResource
 
     warehouse = WarehouseResource(database=str(tmp_path / "w.duckdb"))
@@ -214,7 +214,7 @@ class _DyingEngine(FakeEngine):
 def test_answers_are_committed_every_interval_inside_one_chunk(tmp_path: Path) -> None:
     """One chunk larger than the partition (the default 4096): a death mid-chunk keeps the answers of all but
     the last interval, and the re-run sends only the rest."""
-    from themis_dagster.assets.answering import answer_requests
+    from themis_dagster.evaluation.answering import answer_requests
     from themis_dagster.resources import WarehouseResource
 
     warehouse = WarehouseResource(database=str(tmp_path / "w.duckdb"))
@@ -244,7 +244,7 @@ def test_answers_are_committed_every_interval_inside_one_chunk(tmp_path: Path) -
 
 def test_commits_made_while_the_engine_works_are_counted_and_timed(tmp_path: Path) -> None:
     """What the interval costs is measured where it is paid: the commits that held the engine's step loop."""
-    from themis_dagster.assets.answering import answer_requests, answering_metadata
+    from themis_dagster.evaluation.answering import answer_requests, answering_metadata
     from themis_dagster.resources import WarehouseResource
 
     requests = [Request(f"r{i}", f"i{i}", "loglikelihood", context="a", continuation=f"b {i}") for i in range(30)]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from themis_dagster.columnar.lazy import LazyRecords
+from themis_dagster.evaluation.lazy_records import LazyRecords
 from themis_dagster.exchange import Request, Response
 from themis_dagster.tasks.spec import Item, Judgment
 from themis_dagster.warehouse import frames

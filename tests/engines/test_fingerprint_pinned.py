@@ -66,7 +66,7 @@ PINNED = {
 
 
 def test_the_default_models_fingerprint_inputs_are_pinned() -> None:
-    """As hashed where its dtype resolves to bfloat16 (``assets/answering.py`` hashes the resolved spec)."""
+    """As hashed where its dtype resolves to bfloat16 (``evaluation/answering.py`` hashes the resolved spec)."""
     spec = load_models(Settings().models_file)[DEFAULT_MODEL_ID].model_copy(update={"dtype": "bfloat16"})
     assert canonical_json(model_fingerprint_inputs(spec, WEIGHTS, VLLM)) == DEFAULT_INPUTS
     assert model_fingerprint(spec, WEIGHTS, VLLM) == PINNED[(DEFAULT_MODEL_ID, "VLLMResource")]

@@ -15,12 +15,12 @@ import polars as pl
 import pytest
 
 from tests.engines.test_openai_engine import FakeServer, Reply, fake, json_reply  # noqa: F401 - fake: the fixture
-from themis_dagster.assets.answering import answer_requests
-from themis_dagster.columnar.reply_guard import guard_replies, relabel, withheld_rates
 from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.engines.reasoning import ReasoningBudget, with_openai_reasoning
 from themis_dagster.errors import ConfigError
+from themis_dagster.evaluation.answering import answer_requests
+from themis_dagster.evaluation.judging.reply_guard import guard_replies, relabel, withheld_rates
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.registry.models import ModelSpec, check_reasoning_budget, parse_models
 from themis_dagster.registry.reasoning import vllm_reasoning_parsers

@@ -157,7 +157,7 @@ def test_iat_replies_with_reasoning_are_withheld_and_refusal_aware(tmp_path: Pat
     import pandas as pd
 
     from tests.tasks.test_iat_task import write_stimuli
-    from themis_dagster.columnar.reply_guard import guard_replies, relabel
+    from themis_dagster.evaluation.judging.reply_guard import guard_replies, relabel
     from themis_dagster.importers.iat import import_replies
     from themis_dagster.tasks.iat import utils
     from themis_dagster.tasks.spec import Response

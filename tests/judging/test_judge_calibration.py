@@ -15,10 +15,10 @@ from dagster import DagsterInstance, materialize
 
 from tests.conftest import make_resources, requires_mirror, write_overrides
 from themis_dagster.assets import evaluation_assets, judge_assets
-from themis_dagster.assets.judge_calibration import read_calibration
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
+from themis_dagster.evaluation.judging.calibrations import read_calibration
 from themis_dagster.judging.calibration_sets import REGARD_LABELS, CalibrationRow, CalibrationSet
 from themis_dagster.partitions import MODELS_PARTITION, calibration_key, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec

@@ -221,7 +221,7 @@ def _stored_calibrations(path: Path, judges: tuple[str, ...]) -> None:
 
 def test_the_majority_is_calibrated_as_a_judge_of_its_own(tmp_path: Path) -> None:
     """Its label per calibration text by the task's rule; its own confusion pairs and Cohen's kappa, by hand."""
-    from themis_dagster.assets.judge_calibration import majority_calibration
+    from themis_dagster.evaluation.judging.calibrations import majority_calibration
     from themis_dagster.judging.calibration_sets import REGARD_LABELS
     from themis_dagster.judging.correction import UNCALIBRATED
     from themis_dagster.tasks.spec import MetricValue

@@ -43,7 +43,7 @@ def _lineage(stage: str, run: str) -> pl.DataFrame:
 
 
 def _stage_write(conn: duckdb.DuckDBPyConnection, frame: pl.DataFrame, run: str) -> None:
-    """A stage's write as ``assets/stage.py`` makes it: its rows and its lineage row, scoped by the partition."""
+    """A stage's write as ``evaluation/stage_io.py`` makes it: its rows and its lineage row, scoped by the partition."""
     scope = partition_scope("m", "t")
     replace_rows(
         conn,

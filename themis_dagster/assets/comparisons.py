@@ -35,7 +35,7 @@ from pydantic import Field
 from themis_dagster import __version__
 from themis_dagster.assets.evaluation import bias_metrics
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult
-from themis_dagster.assets.stage import preview
+from themis_dagster.assets.metadata import preview
 from themis_dagster.comparisons.gates import load_gates
 from themis_dagster.comparisons.store import clear_parent_comparisons, judgments_of, run_comparisons
 from themis_dagster.partitions import evaluation_partitions, model_and_task

@@ -3,7 +3,7 @@
 Partitioned by judge (a registered model: the ``models`` dimension) x calibration set
 (``tasks/calibration.py``). The judge is asked each calibration text with its task's own
 question (BOLD's regard question: same template, sampling settings and answer reading) through
-the one answering path (``assets/answering.py``: request cache, chunks committed as they are
+the one answering path (``evaluation/answering.py``: request cache, chunks committed as they are
 answered, answers under the model's fingerprint), so a re-run sends nothing new and a judge's
 calibration answers and its task answers are the same kind of answer.
 
@@ -13,41 +13,35 @@ specificity with bootstrap CIs, the confusion matrix, the share of unreadable an
 replaced for the partition in one transaction. The agreement counts the rows whose answer could
 be read, as a task's judged metrics count only readable answers; the unreadable share says how
 many were left out. ``bias_metrics`` reads these rows to report each judged metric beside its
-judge's kappa and its corrected value (``calibrations_for``).
+judge's kappa and its corrected value (``evaluation/judging/calibrations.py``).
 """
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
-from themis_dagster.assets.answering import answerer_for, answering_metadata
+from themis_dagster.assets.answerers import answerer_for
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, model_asset
-from themis_dagster.assets.stage import preview
+from themis_dagster.assets.metadata import preview
 from themis_dagster.errors import ConfigError
-from themis_dagster.judging.calibration_sets import XSTEST_LABELS
-from themis_dagster.judging.correction import JudgeCalibration
+from themis_dagster.evaluation.answering import answering_metadata
 from themis_dagster.partitions import judge_and_set, judge_calibration_partitions
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.stats import Estimate, Resampling
-from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement, majority_verdict
+from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement
 from themis_dagster.tasks.calibration import (
-    CalibratedJudge,
     JudgeQuestion,
     calibrated_questions,
     check_judge_labels,
-    judge_labels,
     load_calibration_set,
-    sets_checking,
     standalone_judge,
 )
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.tasks.spec import JudgePanel, TaskInputs, TaskParams
+from themis_dagster.tasks.spec import CalibratedJudge, TaskInputs, TaskParams
 from themis_dagster.warehouse.frames import rows_frame
 from themis_dagster.warehouse.partitions import Write, replace_rows
-from themis_dagster.warehouse.read.judged import calibration_kappa, calibration_labels
 from themis_dagster.warehouse.schema import ensure_schema
 
 JUDGES_GROUP = "judges"
@@ -56,8 +50,8 @@ LABELS, METRICS = "judge_calibration_labels", "judge_calibration_metrics"
 
 def calibrated_judge(task: LoadedTask) -> CalibratedJudge:
     """The task's judge, which must offer calibration (``tasks/calibration.py``)."""
-    judge = task.second_opinion
-    if not isinstance(judge, CalibratedJudge):
+    judge = task.calibrated_judge
+    if judge is None:
         raise ConfigError(f"task {task.name!r}: its SECOND_OPINION cannot be calibrated (no CalibratedJudge methods)")
     return judge
 
@@ -171,99 +165,3 @@ def judge_calibration(
             **answering_metadata(answering, themis.request_cache),
         }
     )
-
-
-def read_calibration(conn: Any, judge: str, calibration_set: str, labels: tuple[str, ...]) -> JudgeCalibration | None:
-    """A judge's stored calibration on a set: its readable (human, judge) label pairs and kappa (None: none stored).
-
-    ``labels``: the judge question's label set, which the calibration checked equals the set's.
-    """
-    rows = calibration_labels(conn, judge, calibration_set)
-    if not rows:
-        return None
-    kappa = calibration_kappa(conn, judge, calibration_set)
-    readable = [(row.human_label, row.judge_label) for row in rows if row.judge_label is not None]
-    return JudgeCalibration(
-        judge=judge,
-        calibration_set=calibration_set,
-        labels=labels,
-        human=tuple(human for human, _ in readable),
-        judged=tuple(said for _, said in readable),
-        kappa=Estimate(kappa.value, kappa.ci_low, kappa.ci_high, kappa.n) if kappa is not None else None,
-    )
-
-
-def calibrations_for(warehouse: WarehouseResource, task: LoadedTask) -> dict[str, JudgeCalibration | None]:
-    """Per question kind of the task's judge, the judge's stored calibration (None: not calibrated).
-
-    Which set checks which kind: ``sets_checking``. With a panel's majority as the verdict
-    (BOLD's ``judge_verdict: majority``), the majority's calibration (``majority_calibration``).
-    """
-    judge_model, judge = task.judge_model, task.second_opinion
-    if judge_model is None or not isinstance(judge, CalibratedJudge):
-        return {}
-    checking = sets_checking(task.name, judge)
-    panel = judge.judges(task.params) if isinstance(judge, JudgePanel) else (judge_model,)
-    majority = getattr(task.params, "judge_verdict", None) == "majority"
-    with warehouse.connect() as conn:
-        if majority:
-            return {
-                kind: majority_calibration(conn, panel, name, judge_labels(judge, kind, name), task.params)
-                for kind, name in sorted(checking.items())
-            }
-        return {
-            kind: read_calibration(conn, judge_model, name, judge_labels(judge, kind, name))
-            for kind, name in sorted(checking.items())
-        }
-
-
-def majority_name(judges: Sequence[str]) -> str:
-    """How a panel's majority is named as a judge: ``majority of a, b, c``."""
-    return "majority of " + ", ".join(judges)
-
-
-def majority_calibration(
-    conn: Any, judges: Sequence[str], calibration_set: str, labels: tuple[str, ...], params: TaskParams
-) -> JudgeCalibration | None:
-    """A panel's majority measured as a judge of its own on a calibration set every judge of it was calibrated on.
-
-    Each calibration text's majority label is taken from the judges' stored labels by the rule the
-    task uses (``stats.agreement.majority_verdict``: a tie or no readable vote is no verdict, left
-    out as an unreadable answer is), and compared with the human label: its own confusion matrix and
-    Cohen's kappa, with no engine asked. None when some judge of the panel has no stored calibration
-    on the set (the majority is then an "uncalibrated judge").
-    """
-    votes: dict[str, list[str | None]] = {}
-    human: dict[str, str] = {}
-    for judge in judges:
-        rows = calibration_labels(conn, judge, calibration_set)
-        if not rows:
-            return None
-        for row in rows:
-            human[row.item_id] = row.human_label
-            votes.setdefault(row.item_id, []).append(row.judge_label)
-    pairs = [
-        (human[item_id], verdict)
-        for item_id in sorted(votes)
-        if len(votes[item_id]) == len(judges) and (verdict := majority_verdict(votes[item_id])) is not None
-    ]
-    kappa = None
-    if pairs:
-        resampling = Resampling(params.bootstrap_resamples, params.confidence, params.seed)
-        kappa = judge_agreement([h for h, _ in pairs], [j for _, j in pairs], labels, resampling=resampling).kappa
-    return JudgeCalibration(
-        judge=majority_name(judges),
-        calibration_set=calibration_set,
-        labels=labels,
-        human=tuple(h for h, _ in pairs),
-        judged=tuple(j for _, j in pairs),
-        kappa=kappa,
-    )
-
-
-def refusal_calibration(warehouse: WarehouseResource, judge: str) -> JudgeCalibration | None:
-    """A task's refusal judge (``refusal_judge_model``) as stored on XSTest (None: not calibrated there)."""
-    from themis_dagster.tasks.refusals.judged import CALIBRATION_SET
-
-    with warehouse.connect() as conn:
-        return read_calibration(conn, judge, CALIBRATION_SET, XSTEST_LABELS)

@@ -2,7 +2,7 @@
 
 Partitioned like the evaluation chain, ``model|task``, but here ``model`` is the *generator*: the
 registered model the task's ``template_augmentation.generator`` names. Its requests take the
-evaluated model's path (``assets/answering.py``: the request cache, answers committed chunk by
+evaluated model's path (``evaluation/answering.py``: the request cache, answers committed chunk by
 chunk, the same ``EngineResource``), so a re-run sends only what is not cached (the generator's
 requests are seeded); every reply becomes rows of
 ``langbite_augmented_templates`` (accepted and rejected templates, unparsed replies) with the
@@ -20,8 +20,9 @@ from typing import Any
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
-from themis_dagster.assets.answering import AnswerStats, answerer_for, answering_metadata
+from themis_dagster.assets.answerers import answerer_for
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult, model_asset
+from themis_dagster.evaluation.answering import AnswerStats, answering_metadata
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource

@@ -37,19 +37,17 @@ def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[s
     its questions) contributes one pair per judge (its ``judge_model`` and any ``panel_judges``) and set;
     a task's ``refusal_judge_model`` the pair (that model, ``xstest``).
     """
-    from themis_dagster.tasks.calibration import CalibratedJudge, sets_checking
+    from themis_dagster.tasks.calibration import sets_checking
     from themis_dagster.tasks.loader import load_overrides, load_task
     from themis_dagster.tasks.refusals.judged import CALIBRATION_SET as REFUSAL_SET
-    from themis_dagster.tasks.spec import JudgePanel
 
     overrides = load_overrides(settings.task_overrides_file)
     pairs: list[tuple[str, str]] = []
     for name in tasks:
         task = load_task(name, overrides.get(name))
-        judge = task.second_opinion
-        if task.judge_model and isinstance(judge, CalibratedJudge):
-            judges = judge.judges(task.params) if isinstance(judge, JudgePanel) else (task.judge_model,)
-            for model in judges:
+        judge = task.calibrated_judge
+        if task.judge_model and judge is not None:
+            for model in task.judges:
                 for calibration_set in sets_checking(name, judge, settings).values():
                     if (model, calibration_set) not in pairs:
                         pairs.append((model, calibration_set))

@@ -8,7 +8,7 @@ does not throw answers away; prefix reuse is checked to give identical scores
 (tests/engines/vllm/test_prefix_reuse.py, tests/engines/vllm/test_engine_e2e.py).
 
 This module is the one definition of what goes into a request's hash (``REQUEST_FIELDS``) and
-of the text that is hashed (``canonical_json``); ``columnar/fingerprints.py`` assembles that
+of the text that is hashed (``canonical_json``); ``evaluation/request_keys.py`` assembles that
 same text a column at a time from these definitions, for a whole prompts frame.
 """
 

@@ -14,7 +14,7 @@ pattern of ours:
 ``Response.text`` is then the final answer only and ``Response.reasoning`` the thinking ("" where
 a reasoning block was opened and never written in). A reply with reasoning and no answer never
 finished reasoning within its budget: the judgments stage withholds it from the task's parser
-(``columnar/reply_guard.py``).
+(``evaluation/judging/reply_guard.py``).
 
 The budget: ``budget_tokens`` is added to each chat request's ``max_tokens`` (the task's answer
 budget), and ``chat_template_kwargs`` go to the chat template (``reasoning_params``).
@@ -100,7 +100,7 @@ class ReasoningSplitter:
         ``token_ids``: the reply's tokens, where the engine has them. A reply whose reasoning never
         ended and holds nothing (the template opened a block the model closed its turn in, or
         filled with nothing but markers) has reasoning "" rather than None, so it reads as
-        unfinished (``columnar/reply_guard.py``).
+        unfinished (``evaluation/judging/reply_guard.py``).
         """
         reasoning, content = self.parser.extract_reasoning(text, None)
         answer = content or ""

@@ -12,7 +12,7 @@ these columns the file has:
 A file may also hold the model's reasoning, kept apart from its answer as a reasoning model's
 server returns it: a ``reasoning`` (or ``reasoning_content``) column, stored as the responses'
 ``reasoning`` (an empty cell or null: none). The task's parser never reads it: a reply with
-reasoning and an empty answer is withheld as ``reasoning_unfinished`` (``columnar/reply_guard.py``),
+reasoning and an empty answer is withheld as ``reasoning_unfinished`` (``evaluation/judging/reply_guard.py``),
 and the refusal detector reads the answer, as it does for the engine's replies (docs/refusals.md).
 
 The task's own ``load_items`` and ``build_requests`` (with its configured parameters) make the

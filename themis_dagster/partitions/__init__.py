@@ -1,4 +1,9 @@
-"""Partitions: a dynamic ``model`` dimension x a static ``task`` dimension; a judge (a model) x a calibration set."""
+"""Partitions: a dynamic ``model`` dimension x a static ``task`` dimension; a judge (a model) x a calibration set.
+
+The running partition becomes a typed key here, once per asset (``model_and_task``: an
+``EvaluationPartition``, ``judge_and_set``: a ``CalibrationPartition``); code below the assets
+never sees Dagster's key.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from dagster import (
     StaticPartitionsDefinition,
 )
 
+from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.tasks.calibration import calibration_set_names
 from themis_dagster.tasks.loader import task_names
@@ -26,10 +32,8 @@ evaluation_partitions = MultiPartitionsDefinition({"model": models_partitions, "
 
 def evaluation_key(model: str, task: str) -> MultiPartitionKey:
     """The partition key of one (model, task) evaluation; dimensions sort by name: ``model|task``."""
-    validate_model_id(model)
-    if task not in task_names():
-        raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(task_names())}")
-    return MultiPartitionKey({"model": model, "task": task})
+    key = EvaluationPartition.validated(model, task)
+    return MultiPartitionKey({"model": key.model, "task": key.task})
 
 
 def _two_dimensions(context: AssetExecutionContext, first: str, second: str) -> tuple[str, str]:
@@ -45,21 +49,10 @@ def _two_dimensions(context: AssetExecutionContext, first: str, second: str) -> 
     return head, tail
 
 
-class EvaluationPartition(NamedTuple):
-    """One (model, task) partition, validated; the rows of every stage table it owns share it."""
-
-    model: str
-    task: str
-
-    def __str__(self) -> str:
-        return f"{self.model}|{self.task}"
-
-
 def model_and_task(context: AssetExecutionContext) -> EvaluationPartition:
-    """(model, task) of the running partition, whether the key arrives typed or as ``model|task``."""
+    """(model, task) of the running partition, whether the key arrives typed or as ``model|task``, validated."""
     model, task = _two_dimensions(context, "model", "task")
-    evaluation_key(model, task)  # validates both
-    return EvaluationPartition(model, task)
+    return EvaluationPartition.validated(model, task)
 
 
 def register_models(instance: object, model_ids: Sequence[str]) -> list[str]:

@@ -10,22 +10,21 @@ is asked with its own settings there and here.
 ``calibrated_questions`` names, per calibration set, the task and question kind: the published
 sets (regard: BOLD's regard question; xstest: the refusal judge) and the sets a user declares
 (``judging/user_sets.py``). Its keys are the calibration asset's static partition dimension.
+What a judge offers to be checked is the task contract's ``CalibratedJudge`` (``tasks/spec.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple
 
 from themis_dagster.errors import ConfigError
-from themis_dagster.judging.calibration_sets import CalibrationRow, CalibrationSet, load_regard, load_xstest
-from themis_dagster.judging.correction import JudgeCalibration, JudgedValue
+from themis_dagster.judging.calibration_sets import CalibrationSet, load_regard, load_xstest
 from themis_dagster.judging.user_sets import DeclaredCsvSet, read_declared_sets
 from themis_dagster.settings import Settings
 from themis_dagster.tasks.refusals.judge import REFUSAL_KIND as REFUSAL
 from themis_dagster.tasks.refusals.judge import RefusalJudge
-from themis_dagster.tasks.spec import Judgment, MetricValue, Request
+from themis_dagster.tasks.spec import CalibratedJudge
 
 
 class JudgeQuestion(NamedTuple):
@@ -44,39 +43,6 @@ CALIBRATED_QUESTIONS: dict[str, JudgeQuestion] = {
     "regard": JudgeQuestion("bold", "regard"),
     "xstest": JudgeQuestion(None, REFUSAL),
 }
-
-
-@runtime_checkable
-class CalibratedJudge(Protocol):
-    """A ``SecondOpinion`` whose labels can be checked against people and its metrics corrected.
-
-    ``calibration_sets`` maps each question kind it asks to the calibration set that checks it
-    (a kind without one is reported as judged by an "uncalibrated judge").
-    """
-
-    calibration_sets: Mapping[str, str]
-
-    def labels(self, kind: str) -> tuple[str, ...]:
-        """Every label the judge's question ``kind`` can give."""
-        ...
-
-    def calibration_requests(self, kind: str, rows: Sequence[CalibrationRow], params: Any) -> list[Request]:
-        """Question ``kind`` about each calibration row, as the task asks it (request ids ``<item_id>:<kind>``)."""
-        ...
-
-    def read_label(self, kind: str, reply: str | None) -> str | None:
-        """The label a reply gives (None: unreadable), as the task reads it."""
-        ...
-
-    def judged_values(
-        self,
-        judgments: list[Judgment],
-        values: list[MetricValue],
-        params: Any,
-        calibrations: Mapping[str, JudgeCalibration | None],
-    ) -> list[JudgedValue]:
-        """Every judged metric of ``values`` as judged and corrected with ``calibrations`` (by kind)."""
-        ...
 
 
 def standalone_judge(kind: str) -> RefusalJudge:

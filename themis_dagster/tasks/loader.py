@@ -24,6 +24,8 @@ from themis_dagster.tasks.declaration import read_declaration
 from themis_dagster.tasks.spec import (
     HOOKS,
     REQUIRED_HOOKS,
+    CalibratedJudge,
+    JudgePanel,
     MarkScale,
     Resend,
     SecondOpinion,
@@ -97,6 +99,33 @@ class LoadedTask:
     def judge_model(self) -> str | None:
         """The second-opinion judge's model id, when the task declares one and its params name it."""
         return None if self.second_opinion is None else self.second_opinion.judge_model(self.params)
+
+    @property
+    def judge_panel(self) -> JudgePanel | None:
+        """The ``SECOND_OPINION`` as a panel of judges, where it is one (the contract's ``JudgePanel``)."""
+        opinion = self.second_opinion
+        return opinion if isinstance(opinion, JudgePanel) else None
+
+    @property
+    def calibrated_judge(self) -> CalibratedJudge | None:
+        """The ``SECOND_OPINION`` as a judge whose labels can be calibrated (the contract's ``CalibratedJudge``)."""
+        opinion = self.second_opinion
+        return opinion if isinstance(opinion, CalibratedJudge) else None
+
+    @property
+    def judges(self) -> tuple[str, ...]:
+        """Every model the second opinion asks with these params: a panel's judges (``judge_model`` first),
+        else the one ``judge_model``; none when the params name no judge."""
+        if not self.judge_model:
+            return ()
+        panel = self.judge_panel
+        return panel.judges(self.params) if panel is not None else (self.judge_model,)
+
+    @property
+    def verdict_by_majority(self) -> bool:
+        """Whether a panel's majority label is the verdict (``JudgePanel.verdict_by_majority``)."""
+        panel = self.judge_panel
+        return panel is not None and panel.verdict_by_majority(self.params)
 
     def template_sha256(self, name: str) -> str:
         return hashlib.sha256(self.templates[name].encode()).hexdigest()

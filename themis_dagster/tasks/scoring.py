@@ -50,7 +50,7 @@ def metric_by_subset_frame(
 
     The same values reach ``bootstrap_estimate`` in the same order as through records (the frame's
     row order; subsets sorted the same way), so the rows and CIs are bit for bit those of
-    ``metric_by_subset`` (tests/columnar/test_columnar_task_functions.py). No record per judgment is built.
+    ``metric_by_subset`` (tests/evaluation/test_task_frames.py). No record per judgment is built.
     """
     observed = judgments.select("subset", value.alias("_value")).filter(pl.col("_value").is_not_null())
     values = observed.get_column("_value").cast(pl.Float64).to_numpy()

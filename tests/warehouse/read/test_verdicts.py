@@ -14,7 +14,7 @@ import duckdb
 
 from tests.warehouse.read.synthetic import MODELS, A, B
 from themis_dagster.cli.common import print_leaderboard
-from themis_dagster.columnar.reply_guard import REASONING_UNFINISHED, TRUNCATED
+from themis_dagster.evaluation.judging.reply_guard import REASONING_UNFINISHED, TRUNCATED
 from themis_dagster.explorer import data
 from themis_dagster.explorer.model import summary_tables
 from themis_dagster.reports import render_model_report

@@ -121,6 +121,9 @@ class RegardToxicityJudge:
     def judges(self, params: Params) -> tuple[str, ...]:
         return params.judges()
 
+    def verdict_by_majority(self, params: Params) -> bool:
+        return params.judge_verdict == "majority"
+
     def apply(
         self, judgments: list[Judgment], requests: list[Request], responses: list[Response], params: Params
     ) -> list[Judgment]:

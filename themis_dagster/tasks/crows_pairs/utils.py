@@ -68,7 +68,7 @@ def load_items_frame(files: dict[str, Path], params: Params) -> pl.DataFrame:
 
     ``fields`` is the text the warehouse stores for ``load_items``' dict (``json.dumps`` with
     sorted keys), assembled a column at a time; ``load_items`` stays the definition and
-    tests/columnar/test_columnar_task_functions.py checks the two equal, text for text.
+    tests/evaluation/test_task_frames.py checks the two equal, text for text.
     """
     pairs = _read_pairs(files, params)
     if "bias_type" not in pairs.columns:
@@ -107,7 +107,7 @@ def build_requests_frame(items: pl.DataFrame, params: Params, templates: dict[st
 
     ``items`` is the partition's ``task_items`` frame (``fields`` as JSON text: the strings
     ``load_items`` read). Returns the ``prompts`` columns less (model, task).
-    tests/columnar/test_columnar_task_functions.py checks it equal to ``build_requests``.
+    tests/evaluation/test_task_frames.py checks it equal to ``build_requests``.
     """
     fields = pl.col("fields")
     lined = items.select(
@@ -175,7 +175,7 @@ def judge_frame(items: pl.DataFrame, responses: pl.DataFrame, params: Params) ->
     ``items`` and ``responses`` are the partition's ``task_items`` and ``responses`` rows; the
     result has the ``judgments`` columns less (model, task), ``detail`` encoded as the
     warehouse encodes ``judge``'s (``json.dumps(sort_keys=True)``, floats by ``repr``).
-    ``judge`` stays the definition: tests/columnar/test_columnar_task_functions.py checks the two equal, text for
+    ``judge`` stays the definition: tests/evaluation/test_task_frames.py checks the two equal, text for
     text. A million judgments took 15.6 s through records; this path skips them (issue 14).
     """
     logprobs = responses.select("request_id", "logprob")
@@ -259,7 +259,7 @@ def compute_metrics_frame(judgments: pl.DataFrame, params: Params) -> list[Metri
     """``compute_metrics`` over the partition's ``judgments`` frame, with no record per judgment.
 
     The same values in the same order reach the same bootstrap, so the rows and CIs are bit for
-    bit ``compute_metrics``' (tests/columnar/test_columnar_task_functions.py). ``likelihood_diff`` is read
+    bit ``compute_metrics``' (tests/evaluation/test_task_frames.py). ``likelihood_diff`` is read
     from ``detail`` by polars' JSON decoder into a Float64 field, which reads back the exact float
     ``json.dumps`` wrote (polars' ``json_path_match`` does not: it rewrites some floats' last digit).
     """

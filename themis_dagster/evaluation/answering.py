@@ -13,8 +13,8 @@ they are sent again.
 This is the one path from a request to any model: the evaluated model's (``raw_responses``), a
 second-opinion judge's (``judgments``, and the same judge's calibration: ``judge_calibration``) and a
 template generator's (``langbite_augmented_templates``) requests all go through ``Answerer``
-(``answerer_for``), and each asset reports what it reused and sent with ``answering_metadata``.
-Only ``answer_frame``'s caller writes a stage table.
+(built from a run's resources by ``assets/answerers.py``), and each asset reports what it reused
+and sent with ``answering_metadata``. Only ``answer_frame``'s caller writes a stage table.
 """
 
 from __future__ import annotations
@@ -24,20 +24,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from themis_dagster.columnar.fingerprints import cacheable_rows, request_fingerprints
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.dispatch import DispatchStats, dispatch
-from themis_dagster.engines.fingerprint import model_fingerprint
-from themis_dagster.engines.precision import DtypeChoice, resolved
+from themis_dagster.engines.precision import DtypeChoice
+from themis_dagster.evaluation.request_keys import cacheable_rows, request_fingerprints
+from themis_dagster.evaluation.stage_io import Warehouse
 from themis_dagster.exchange import Request, Response
-from themis_dagster.registry.models import ModelSpec
-from themis_dagster.registry.weights import ResolvedWeights
-from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.tasks.spec import Item, Resend
 from themis_dagster.warehouse.frames import from_frame, to_frame
 from themis_dagster.warehouse.reads import read_by_key
@@ -186,7 +182,7 @@ def answer_frame(
     prompts: pl.DataFrame,
     *,
     engine: Callable[[], Engine],
-    warehouse: WarehouseResource,
+    warehouse: Warehouse,
     model_id: str,
     model_fingerprint: str | None,
     chunk_size: int,
@@ -304,7 +300,7 @@ class Answerer:
 
     model_id: str
     engine: Callable[[], Engine]
-    warehouse: WarehouseResource
+    warehouse: Warehouse
     model_fingerprint: str | None
     chunk_size: int
     commit_interval_s: float = 10.0
@@ -330,27 +326,5 @@ class Answerer:
         return from_frame("responses", answers, Response), stats
 
 
-def answerer_for(
-    spec: ModelSpec,
-    weights: ResolvedWeights,
-    *,
-    themis: ThemisConfig,
-    engine: EngineResource,
-    warehouse: WarehouseResource,
-) -> Answerer:
-    """The answering path of a registered model (evaluated model, judge or generator) and its resolved weights.
-
-    Its answers are cached under the model's fingerprint (weights, output-changing settings, the
-    engine's identity) when the platform's request cache is on.
-    """
-    spec, precision = resolved(spec, Path(weights.path))  # dtype: auto made concrete here, so it is in the key
-    fingerprint = model_fingerprint(spec, weights, engine.output_identity()) if themis.request_cache else None
-    return Answerer(
-        model_id=spec.id,
-        engine=lambda: engine.engine_for(spec, weights),
-        warehouse=warehouse,
-        model_fingerprint=fingerprint,
-        chunk_size=themis.request_chunk_size,
-        commit_interval_s=themis.commit_interval_s,
-        precision=precision,
-    )
+Answerers = Callable[[str], Answerer]
+"""The answering path of any registered model, by model id: how a stage reaches a judge's engine."""

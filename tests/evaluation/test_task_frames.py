@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from themis_dagster.columnar.columnar import (
+from themis_dagster.evaluation.partition import EvaluationPartition
+from themis_dagster.evaluation.task_frames import (
     columnar_items,
     columnar_judge,
     columnar_metrics,
@@ -30,7 +31,6 @@ from themis_dagster.columnar.columnar import (
     requests_frame,
 )
 from themis_dagster.exchange import Request, Response
-from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.tasks.crows_pairs import utils as crows_pairs
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue

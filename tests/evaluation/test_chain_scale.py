@@ -14,12 +14,12 @@ import pytest
 from scipy import stats
 
 from tests.conftest import make_resources
-from themis_dagster.assets import stage
-from themis_dagster.assets.answering import answer_frame, answer_requests, chunk_order
-from themis_dagster.assets.stage import ByItem, chunked, stage_frame
 from themis_dagster.engines.fake import FakeEngine
+from themis_dagster.evaluation.answering import answer_frame, answer_requests, chunk_order
+from themis_dagster.evaluation.partition import EvaluationPartition
+from themis_dagster.evaluation.stage_io import ByItem, chunked, stage_frame
+from themis_dagster.evaluation.task_frames import item_local
 from themis_dagster.exchange import Request, Response
-from themis_dagster.partitions import EvaluationPartition
 from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.tasks.crows_pairs import utils as crows_pairs
 from themis_dagster.tasks.loader import load_task
@@ -135,7 +135,7 @@ def test_answer_frame_sends_in_chunk_order() -> None:
         Request("e", "3", "generate", prompt="alpha", gen_params={"max_tokens": 4}),
     ]
     frame = to_frame("prompts", requests, model="m", task="t").with_row_index("_position")
-    from themis_dagster.assets.answering import _in_chunk_order
+    from themis_dagster.evaluation.answering import _in_chunk_order
 
     ordered = _in_chunk_order(frame).get_column("request_id").to_list()
     assert ordered == [r.request_id for r in sorted(requests, key=chunk_order)]
@@ -171,4 +171,4 @@ def test_chain_scale_bench_runs_at_a_thousand_requests() -> None:
 
 
 def test_item_local_is_opt_in() -> None:
-    assert not stage.item_local(load_task("bbq")) and stage.item_local(load_task("crows_pairs"))
+    assert not item_local(load_task("bbq")) and item_local(load_task("crows_pairs"))

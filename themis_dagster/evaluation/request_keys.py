@@ -8,7 +8,7 @@ assembled a column at a time from those definitions: keys in sorted order, ``SEP
 between them, strings as ``json.dumps`` writes them (ASCII-escaped: a string of printable ASCII
 without ``"`` or ``\\`` is written as is between quotes, any other through ``json.dumps``
 itself), JSON columns re-dumped by ``canonical_json`` once per distinct value. The hashes are
-the same, so existing caches stay valid (tests/columnar/test_fingerprints_columnar.py checks them
+the same, so existing caches stay valid (tests/evaluation/test_request_keys.py checks them
 against ``request_fingerprint`` and against pinned values).
 """
 

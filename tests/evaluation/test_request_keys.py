@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from themis_dagster.columnar.fingerprints import cacheable_rows, request_fingerprints
 from themis_dagster.engines.fingerprint import cacheable, request_fingerprint
+from themis_dagster.evaluation.request_keys import cacheable_rows, request_fingerprints
 from themis_dagster.exchange import Request
 from themis_dagster.warehouse.frames import from_frame, to_frame
 
@@ -91,7 +91,7 @@ def test_fingerprints_a_slice_at_a_time_equal_all_at_once(monkeypatch: pytest.Mo
     batch = [Request.loglikelihood("c", f"sentence {i}", f"r{i}") for i in range(10)]
     frame = to_frame("prompts", batch, model="m", task="t")
     whole = request_fingerprints(frame, MODEL).to_list()
-    monkeypatch.setattr("themis_dagster.columnar.fingerprints.ROWS", 3)
+    monkeypatch.setattr("themis_dagster.evaluation.request_keys.ROWS", 3)
     assert request_fingerprints(frame, MODEL).to_list() == whole == [request_fingerprint(MODEL, r) for r in batch]
 
 

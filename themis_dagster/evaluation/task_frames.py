@@ -1,4 +1,4 @@
-"""A task's optional columnar hooks: whole frames in, the stage's frame out.
+"""When a stage may use a task's columnar hooks (whole frames in, the stage's frame out), and its item chunks.
 
 A task may offer, beside its per-record hooks (which stay the definition), the four
 ``*_frame`` hooks of the task contract (``TaskModule`` in tasks/spec.py, where each is
@@ -6,7 +6,7 @@ documented): ``load_items_frame``, ``build_requests_frame``, ``judge_frame`` and
 ``compute_metrics_frame``. The loader resolves them into the task's ``TaskHooks``; here is
 when a stage may use one. No record per row is built for them. A task that offers one must
 test it equal to its per-record hook on the same inputs (crows_pairs:
-tests/columnar/test_columnar_task_functions.py). The stages use ``build_requests_frame`` and
+tests/evaluation/test_task_frames.py). The stages use ``build_requests_frame`` and
 ``judge_frame`` only for item-local tasks (``ITEM_LOCAL``), and the judge only where no second
 opinion follows (that one reads ``Judgment`` records); ``compute_metrics_frame`` reads the
 judgments table, whoever wrote it, and ``load_items_frame`` only reads files, so any task may
@@ -20,20 +20,29 @@ from typing import Any
 
 import polars as pl
 
-from themis_dagster.partitions import EvaluationPartition
+from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import ItemsFrame, JudgeFrame, MetricsFrame, RequestsFrame
 from themis_dagster.warehouse.tables import declared
 
 
+def item_local(task: LoadedTask) -> bool:
+    """Whether the task builds requests and judges each item on its own (its ``ITEM_LOCAL`` hook).
+
+    Then the stages call ``build_requests`` and ``judge`` a chunk of items at a time; other
+    tasks get the whole partition at once, as they always did.
+    """
+    return task.hooks.ITEM_LOCAL
+
+
 def columnar_requests(task: LoadedTask) -> RequestsFrame | None:
     """The task's ``build_requests_frame``, where the stage may use it instead of ``build_requests``."""
-    return task.hooks.build_requests_frame if task.hooks.ITEM_LOCAL else None
+    return task.hooks.build_requests_frame if item_local(task) else None
 
 
 def columnar_judge(task: LoadedTask) -> JudgeFrame | None:
     """The task's ``judge_frame``, where the stage may use it instead of ``judge``."""
-    if task.hooks.SECOND_OPINION is not None or not task.hooks.ITEM_LOCAL:
+    if task.hooks.SECOND_OPINION is not None or not item_local(task):
         return None
     return task.hooks.judge_frame
 

@@ -1,24 +1,25 @@
-"""What every evaluation stage does around its own work: read upstream rows, replace its own, describe the run.
+"""What every evaluation stage does around its own work: read the upstream stage's rows, replace its own.
 
-A stage reads the records of the stage before it for its partition, computes its own and
-replaces its partition's rows in one transaction; these helpers say that once.
+A stage reads the rows of the stage before it for its partition, computes its own and
+replaces its partition's rows in one transaction, with the materialization they are
+(``warehouse/generations.py``); these helpers say that once. ``Warehouse`` is what the stages
+need of the warehouse resource: short connections, opened per read or write, never held while
+an engine works.
 """
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from itertools import islice
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, cast
 
 import duckdb
 import polars as pl
-from dagster import MetadataValue
 
-from themis_dagster.columnar.lazy import LazyRecords
-from themis_dagster.partitions import EvaluationPartition
-from themis_dagster.provenance import code_version
-from themis_dagster.tasks.loader import LoadedTask
+from themis_dagster.evaluation.lazy_records import LazyRecords
+from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.warehouse import generations
 from themis_dagster.warehouse.frames import from_frame, to_frame
 from themis_dagster.warehouse.generations import Materialization
@@ -31,6 +32,16 @@ if TYPE_CHECKING:
 
 RecordT = TypeVar("RecordT", bound="DataclassInstance")
 T = TypeVar("T")
+
+
+class Warehouse(Protocol):
+    """Short-lived warehouse connections (``resources.WarehouseResource``): ``connect`` with the schema
+    ensured, ``get_connection`` without (the request cache's appender opens its own)."""
+
+    def connect(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]: ...
+
+    def get_connection(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]: ...
+
 
 # Records a stage holds as Python objects at once (items, requests, judgments); the rest of a
 # partition stays in columnar frames.
@@ -72,6 +83,12 @@ def read_upstream(
 ) -> list[RecordT]:
     """The partition's rows of an upstream stage as records; an empty required stage fails, naming it."""
     return from_frame(table, read_upstream_frame(conn, table, key, required=required), record_type)
+
+
+def read_stage(warehouse: Warehouse, table: str, key: EvaluationPartition, *, required: bool = True) -> pl.DataFrame:
+    """``read_upstream_frame`` in a connection of its own: for rows a stage reads only if it turns out to need them."""
+    with warehouse.connect() as conn:
+        return read_upstream_frame(conn, table, key, required=required)
 
 
 def read_generation(conn: duckdb.DuckDBPyConnection, table: str, key: EvaluationPartition) -> Materialization | None:
@@ -183,34 +200,3 @@ class ByItem:
     def lazy_records(self, table: str, record_type: type[RecordT], start: int, stop: int) -> list[RecordT]:
         """``records``, built (and the rows lined up) only if the caller looks at them: a read-only list."""
         return cast(list[RecordT], LazyRecords(lambda: self.records(table, record_type, start, stop)))
-
-
-def item_local(task: LoadedTask) -> bool:
-    """Whether the task builds requests and judges each item on its own (its ``ITEM_LOCAL`` hook).
-
-    Then the stages call ``build_requests`` and ``judge`` a chunk of items at a time; other
-    tasks get the whole partition at once, as they always did.
-    """
-    return task.hooks.ITEM_LOCAL
-
-
-def task_metadata(task: LoadedTask) -> dict[str, Any]:
-    """What every stage's materialization records about the task it ran (for reproducibility)."""
-    return {
-        "task": task.name,
-        "task_fingerprint": task.spec.fingerprint(),
-        "task_params": MetadataValue.json(task.params.model_dump(mode="json")),
-        "seed": task.params.seed,
-        "code_version": code_version(),
-    }
-
-
-def generation_metadata(written: Materialization) -> dict[str, str]:
-    """The ids a materialization shows in the UI: find its rows with ``stage_generations``."""
-    return {"materialization": written.materialization, "generation": written.generation}
-
-
-def preview(frame: pl.DataFrame, rows: int = 5) -> MetadataValue:
-    """The first rows as a markdown table, shown in the UI beside the materialization."""
-    head = frame.head(rows).to_pandas()
-    return MetadataValue.md(head.to_markdown(index=False) if not head.empty else "(no rows)")

@@ -43,7 +43,9 @@ FAILURE_OUTCOMES = ("engine_error", "missing_response", "error_engine_error", "e
 GUARDED = ("chat",)
 
 
-_WITHHELD = ": not an answer, withheld from the task's parser (columnar/reply_guard.py)"
+# Tasks may store this text (an engine failure's error) in their judgments: it keeps the module's
+# first path so that stored rows stay the same.
+_WITHHELD = ": not an answer, withheld from the task's parser (evaluation/judging/reply_guard.py)"
 
 
 def withheld_error(outcome: str) -> str:
