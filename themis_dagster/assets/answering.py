@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -32,6 +33,7 @@ from themis_dagster.columnar.fingerprints import cacheable_rows, request_fingerp
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.dispatch import DispatchStats, dispatch
 from themis_dagster.engines.fingerprint import model_fingerprint
+from themis_dagster.engines.precision import resolved
 from themis_dagster.exchange import Request, Response
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
@@ -340,6 +342,7 @@ def answerer_for(
     Its answers are cached under the model's fingerprint (weights, output-changing settings, the
     engine's identity) when the platform's request cache is on.
     """
+    spec, _ = resolved(spec, Path(weights.path))  # dtype: auto made concrete for this device, so it is in the key
     fingerprint = model_fingerprint(spec, weights, engine.output_identity()) if themis.request_cache else None
     return Answerer(
         model_id=spec.id,
