@@ -23,7 +23,11 @@ from themis_dagster.datasets import resolve_file
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.engines.fingerprint import request_fingerprint
 from themis_dagster.exchange import GenerationParams
+from themis_dagster.tasks.bbq.parser import ParsedAnswer
+from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice, graded
+from themis_dagster.tasks.lettered import LetteredChoice
 from themis_dagster.tasks.loader import load_task
+from themis_dagster.tasks.spec import Item, MetricValue, Response, TaskParams
 
 REPLIES = [
     "A", "B", "C", "(b)", "(a)", "Answer: (b)", "The answer is C.", "정답: A", "할머니입니다.", "答案：B",
@@ -111,3 +115,89 @@ def test_requests_judgments_and_metrics_are_those_recorded(name: str) -> None:
         judgments_digest,
         metrics_digest,
     )
+
+
+# --- the kind itself, on a toy benchmark ------------------------------------------------------
+
+TOY_TEMPLATES = {"ask": "{{ context }} Q: {{ question }} A:", "ask_xx": "xx {{ context }}", "chat": "{{ context }}"}
+
+
+class ToyParams(TaskParams):
+    template: str = "ask"
+    target_delimiter: str = " "
+
+
+def toy_items() -> list[Item]:
+    return [
+        Item(f"i{n}", "s", {"context": f"c{n}", "question": "q", "options": ["yes", "no", "maybe"], "label": 1})
+        for n in range(3)
+    ]
+
+
+def toy_benchmark() -> ChoiceBenchmark:
+    return ChoiceBenchmark(
+        lambda files, params: toy_items(),
+        lambda item, k, extra: graded(item, k, {"k": k} | extra),
+        lambda item: {"label": item.fields["label"]},
+        lambda judgments, params: [MetricValue(None, "n", float(len(judgments)), None, None, len(judgments))],
+    )
+
+
+def test_likeliest_choice_asks_each_choice_and_takes_the_first_best() -> None:
+    task = LikeliestChoice(toy_benchmark(), ToyParams, "options", ids="o{k}")
+    items, params = toy_items(), ToyParams()
+    requests = task.build_requests(items, params, TOY_TEMPLATES)
+    assert [r.request_id for r in requests[:3]] == ["i0:o0", "i0:o1", "i0:o2"]
+    assert requests[0].pair == ("c0 Q: q A:", " yes")
+    scores = {"i0": [-1.0, -1.0, -2.0], "i1": [-3.0, -1.0, -2.0]}  # a tie goes to the first; i2 has no answers
+    responses = [
+        r.scored(scores[r.item_id][int(r.request_id[-1])], False, n_prompt_tokens=4, n_continuation_tokens=1)
+        for r in requests
+        if r.item_id in scores
+    ]
+    judged = task.judge(items, requests, responses, params)
+    assert [(j.outcome, j.detail.get("k")) for j in judged] == [
+        ("wrong", 0),
+        ("correct", 1),
+        ("missing_response", None),
+    ]
+    assert judged[2].detail == {"label": 1, "loglikelihoods": [None, None, None]}
+    quiet = LikeliestChoice(toy_benchmark(), ToyParams, "options", ids="o{k}", missing_scores=False)
+    assert quiet.judge(items, requests, responses, params)[2].detail == {"label": 1}
+
+
+def test_likeliest_choice_groups_items_by_their_template() -> None:
+    """A template per item (MBBQ's language) sends each template's items together, in order of first use."""
+    items = toy_items()
+    task = LikeliestChoice(
+        toy_benchmark(), ToyParams, lambda item, params: ["a", "b"], ids=("first", "second"),
+        template=lambda item, params: "ask_xx" if item.item_id == "i1" else "ask",
+    )  # fmt: skip
+    requests = task.build_requests(items, ToyParams(), TOY_TEMPLATES)
+    assert [r.request_id for r in requests] == [f"i{n}:{s}" for n in (0, 2, 1) for s in ("first", "second")]
+    assert {r.template for r in requests if r.item_id == "i1"} == {"ask_xx"}
+
+
+def test_lettered_choice_reads_replies_and_counts_the_unread() -> None:
+    def read(response: Response, choices: list[str], item: Item, params: Any) -> ParsedAnswer:
+        chosen = {"A": 0, "B": 1, "C": 2}.get(response.text or "")
+        return ParsedAnswer(chosen, "ok" if chosen is not None else "none", "letter")
+
+    task = LetteredChoice(
+        toy_benchmark(), ToyParams, "options", read=read, record_errors=True, unread_metric="unread",
+        language=lambda item, params: "en",
+    )  # fmt: skip
+    items, params = toy_items(), ToyParams(template="chat")
+    requests = task.build_requests(items, params, TOY_TEMPLATES)
+    assert [r.request_id for r in requests] == ["i0:chat", "i1:chat", "i2:chat"]
+    responses = [requests[0].generated("B", "", 1, 1, "stop"), requests[1].failed("boom")]
+    judged = task.judge(items, requests, responses, params)
+    assert [j.outcome for j in judged] == ["correct", "engine_error", "missing_response"]
+    assert judged[0].detail == {"k": 1, "parse_rule": "letter", "reply": "B"}
+    assert judged[1].detail == {"label": 1, "error": "boom"} and judged[0].refused is False
+    rows = task.compute_metrics(judged, params)
+    assert [row.metric for row in rows] == ["n", "unread", "unread"] and rows[1].value == pytest.approx(2 / 3)
+    with pytest.raises(ValueError):  # a letter per choice
+        LetteredChoice(toy_benchmark(), ToyParams, "options", read=read, letters="AB").build_requests(
+            items, params, TOY_TEMPLATES
+        )
