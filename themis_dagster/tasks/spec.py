@@ -339,7 +339,8 @@ class TaskModule(Protocol):
 
     The module a task file names (``module:``) provides the hooks itself, or declares one ``TASK``
     object that provides them: a family whose tasks share a life cycle (GenderBench's probes) lets
-    each module declare only its own parts, and ``Probe`` supplies the shared hooks. With ``TASK``,
+    each module declare only its own parts, and ``Probe`` supplies the shared hooks; so does a
+    multiple-choice task (``tasks/choices.py``: ``LikeliestChoice``, ``LetteredChoice``). With ``TASK``,
     every hook is read from it (an optional hook left beside it in the module is an error).
 
     A module may leave out any optional hook; its docstring says what happens then. The loader

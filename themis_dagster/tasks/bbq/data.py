@@ -14,7 +14,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 import polars as pl
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from themis_dagster.tasks.bbq.groups import (
     MetadataKey,
@@ -24,7 +24,8 @@ from themis_dagster.tasks.bbq.groups import (
     target_location,
     unknown_location,
 )
-from themis_dagster.tasks.spec import Item, TaskParams
+from themis_dagster.tasks.sampling import DistinctCategories, selected
+from themis_dagster.tasks.spec import Item
 
 Category = Literal[
     "Age",
@@ -44,17 +45,6 @@ CATEGORIES: tuple[Category, ...] = get_args(Category)
 # canonical URLs (datasets catalog), and a missing one names where it was looked for and its URL
 MIRRORED_CATEGORIES: tuple[Category, ...] = CATEGORIES[:7]
 SET_SIZE = 4
-
-
-class DistinctCategories(TaskParams):
-    """Parameters whose ``categories`` (declared by the subclass) must not repeat: BBQ's and EsBBQ's."""
-
-    @field_validator("categories", check_fields=False)
-    @classmethod
-    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError("categories must not repeat")
-        return value
 
 
 class BBQParams(DistinctCategories):
@@ -164,9 +154,7 @@ def load_items(
 ) -> list[Item]:
     """Items of the selected categories (canonical category order), sampled per category."""
     items: list[Item] = []
-    for index, category in enumerate(CATEGORIES):
-        if category not in params.categories:
-            continue
+    for index, category in selected(CATEGORIES, params.categories):
         sets = _question_sets(_read_rows(_category_file(files, category)), metadata)
         items.extend(item_from_row(row, metadata) for row in _sample(sets, params.limit, params.seed, index))
     return items

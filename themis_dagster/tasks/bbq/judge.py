@@ -15,7 +15,8 @@ from typing import Any
 from themis_dagster.tasks.spec import Item, Judgment
 
 
-def _base_detail(item: Item) -> dict[str, Any]:
+def detail_of(item: Item) -> dict[str, Any]:
+    """What every BBQ judgment records about its item (an unanswered one records only this)."""
     fields = item.fields
     return {
         "example_id": fields["example_id"],
@@ -36,7 +37,7 @@ def answered(item: Item, prediction: int, extra: dict[str, Any] | None = None) -
     is_unknown = prediction == fields["unknown_loc"]
     is_biased = prediction == fields["biased_loc"]
     outcome = "unknown" if is_unknown else "biased" if is_biased else "counter_biased"
-    detail = _base_detail(item) | {
+    detail = detail_of(item) | {
         "prediction": prediction,
         "correct": correct,
         "is_unknown": is_unknown,
@@ -48,4 +49,4 @@ def answered(item: Item, prediction: int, extra: dict[str, Any] | None = None) -
 
 def unanswered(item: Item, outcome: str, extra: dict[str, Any] | None = None) -> Judgment:
     """The judgment for an item without a usable answer (``parsed=False``)."""
-    return Judgment(item.item_id, item.subset, outcome, None, False, _base_detail(item) | (extra or {}))
+    return Judgment(item.item_id, item.subset, outcome, None, False, detail_of(item) | (extra or {}))

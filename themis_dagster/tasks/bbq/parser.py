@@ -12,14 +12,19 @@ Order of evidence, most explicit first:
 
 Distinct letters at the same level, or two options' wordings, make the reply
 ``ambiguous``; nothing found is ``no_answer``; an empty/None reply is ``empty``.
+
+``announced_reader`` reads the translated BBQs' replies with it (a ``tasks/lettered.py`` reader).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from themis_dagster.tasks.spec import Item, Response
 
 LETTERS = "ABC"
 MAX_CHARS = 4000
@@ -145,3 +150,23 @@ def parse_answer(
         return _by_letter(text) or _by_text(text, options, aliases, unknown_index) or ParsedAnswer(None, "no_answer")
     except Exception as error:  # noqa: BLE001 - a parser must never take the run down
         return ParsedAnswer(None, f"parser_error:{type(error).__name__}")
+
+
+Announcements = Callable[[str | None], str | None]
+ChoiceByText = Callable[[str | None, list[str]], int | None]
+
+
+def announced_reader(
+    announcements: Announcements, by_text: ChoiceByText | None = None, by_text_rule: str = "choice_text"
+) -> Callable[[Response, list[str], Item, Any], ParsedAnswer]:
+    """The reader of a translated BBQ's chat replies (MBBQ, KoBBQ, CBBQ): ``parse_answer`` once the language's
+    "answer" words are rewritten to the parser's English ones (``announcements``), else ``by_text``: a choice's
+    own text, which the parser (ASCII words only) cannot find, recognised the language's way (parse rule
+    ``by_text_rule``)."""
+
+    def read(response: Response, choices: list[str], item: Item, params: Any) -> ParsedAnswer:
+        found = parse_answer(announcements(response.text), choices, (), None)
+        chosen = by_text(response.text, choices) if found.index is None and by_text is not None else None
+        return found if chosen is None else ParsedAnswer(chosen, "ok", by_text_rule)
+
+    return read

@@ -4,22 +4,24 @@ Prompt (lm-eval ``tasks/bbq/bbq_multiple_choice.yaml``): context
 ``"{{context}}\\n\\nQ: {{question}}\\nA:"`` and continuation ``" " + ansK`` for K = 0..2;
 the prediction is ``argmax_K loglikelihood`` (lm-eval ``process_results_multiple_choice``;
 the first answer wins a tie). Unlike lm-eval, which adds ten extra UNKNOWN wordings as
-choices, only the dataset's three answers are scored (BBQ's own three-way setting).
-Metrics: ``metrics.py``.
+choices, only the dataset's three answers are scored (BBQ's own three-way setting). The
+requests and their reading are the multiple-choice kind's (``tasks/choices.py``); what an
+answer means is ``judge.py``'s, the metrics ``metrics.py``'s.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
+from themis_dagster.tasks.bbq import metrics
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
-from themis_dagster.tasks.bbq.judge import answered, unanswered
-from themis_dagster.tasks.bbq.metrics import PAIRED_METRICS, compute_metrics
-from themis_dagster.tasks.choices import build_choice_requests, first_argmax, scored_items
-from themis_dagster.tasks.spec import Item, Judgment, Request, Response
+from themis_dagster.tasks.bbq.judge import answered, detail_of
+from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
 
-__all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
-ANSWERS = ("ans0", "ans1", "ans2")
+__all__ = ["BBQ", "TASK", "Params", "load_items"]
+
+BBQ = ChoiceBenchmark(load_items, answered, detail_of, metrics.compute_metrics, metrics.PAIRED_METRICS)
+"""BBQ's items, answers and metrics, asked here by loglikelihood and by ``generate_utils`` in a chat."""
 
 
 class Params(BBQParams):
@@ -27,24 +29,4 @@ class Params(BBQParams):
     target_delimiter: str = Field(default=" ", max_length=4, description="Text between context and each answer.")
 
 
-def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
-    """Three loglikelihood requests per item: ``<item_id>:ans0`` .. ``<item_id>:ans2``."""
-    return build_choice_requests(
-        items, templates, params.template, ("context", "question"), answers_by_suffix, params.target_delimiter
-    )
-
-
-def answers_by_suffix(item: Item) -> dict[str, str]:
-    return {f"ans{k}": answer for k, answer in enumerate(item.fields["answers"])}
-
-
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per item: the answer with the highest loglikelihood; missing or non-finite scores -> ``missing_response``."""
-    judgments = []
-    for item, values, scores in scored_items(items, responses, ANSWERS):
-        if values is None:
-            judgments.append(unanswered(item, "missing_response", {"loglikelihoods": scores}))
-            continue
-        prediction = first_argmax(values)
-        judgments.append(answered(item, prediction, {"loglikelihoods": values}))
-    return judgments
+TASK = LikeliestChoice(BBQ, Params, "answers", ids="ans{k}")

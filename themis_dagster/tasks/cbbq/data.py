@@ -16,11 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import numpy as np
 import polars as pl
 from pydantic import Field, field_validator
 
-from themis_dagster.tasks.spec import Item, TaskParams
+from themis_dagster.tasks.sampling import DistinctCategories, seeded_sample, selected
+from themis_dagster.tasks.spec import Item
 
 Category = Literal[
     "SES", "age", "disability", "disease", "educational_qualification", "ethnicity", "gender",
@@ -33,19 +33,12 @@ CONTEXTS: tuple[Context, ...] = get_args(Context)
 UNKNOWN = 2
 
 
-class Params(TaskParams):
+class Params(DistinctCategories):
     categories: tuple[Category, ...] = Field(default=CATEGORIES, min_length=1, description="Categories to include.")
     absent: tuple[str, ...] = Field(
         default=(), description="'<category>/<context>' files declared missing: skipped, not looked for."
     )
     limit: int | None = Field(default=None, ge=1, description="Rows per category x context, seeded (None: all).")
-
-    @field_validator("categories")
-    @classmethod
-    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError("categories must not repeat")
-        return value
 
     @field_validator("absent")
     @classmethod
@@ -95,16 +88,12 @@ def item_from_row(row: dict[str, Any], category: str, context: str) -> Item:
 def load_items(files: dict[str, Path], params: Params) -> list[Item]:
     """Items per category (canonical order), ambiguous then disambiguous, ``limit`` rows each, seeded."""
     items: list[Item] = []
-    for index, category in enumerate(CATEGORIES):
-        if category not in params.categories:
-            continue
+    for index, category in selected(CATEGORIES, params.categories):
         for context_index, context in enumerate(CONTEXTS):
             if f"{category}/{context}" in params.absent:
                 continue
             frame = pl.read_csv(_file(files, category, context), infer_schema_length=0)
             rows = frame.rename({column: column.lstrip("\ufeff") for column in frame.columns}).to_dicts()
-            if params.limit is not None and params.limit < len(rows):
-                rng = np.random.default_rng([params.seed, index, context_index])
-                rows = [rows[i] for i in sorted(rng.choice(len(rows), size=params.limit, replace=False).tolist())]
+            rows = seeded_sample(rows, params.limit, (params.seed, index, context_index))
             items.extend(item_from_row(row, category, context) for row in rows)
     return items

@@ -13,11 +13,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import numpy as np
 import polars as pl
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.data import DistinctCategories
+from themis_dagster.tasks.sampling import DistinctCategories, seeded_sample, selected
 from themis_dagster.tasks.spec import Item
 
 Category = Literal[
@@ -89,12 +88,7 @@ def _item(row: dict[str, Any], category: str) -> Item:
 def load_items(files: dict[str, Path], params: Params) -> list[Item]:
     """Items of the selected categories (canonical order); ``limit`` rows per category, seeded, file order kept."""
     items: list[Item] = []
-    for index, category in enumerate(CATEGORIES):
-        if category not in params.categories:
-            continue
+    for index, category in selected(CATEGORIES, params.categories):
         rows = pl.read_csv(files[f"{category}.full.csv"], infer_schema_length=0).to_dicts()
-        if params.limit is not None and params.limit < len(rows):
-            rng = np.random.default_rng([params.seed, index])
-            rows = [rows[i] for i in sorted(rng.choice(len(rows), size=params.limit, replace=False).tolist())]
-        items.extend(_item(row, category) for row in rows)
+        items.extend(_item(row, category) for row in seeded_sample(rows, params.limit, (params.seed, index)))
     return items

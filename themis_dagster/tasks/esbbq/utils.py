@@ -3,22 +3,27 @@
 Prompt (lm-eval ``tasks/esbbq/_esbbq_common_yaml``, ``tasks/cabbq/_cabbq_common_yaml``):
 ``"Contexto: {{context}}\\nPregunta: {{question}}\\nRespuesta:"`` (Catalan: ``Context:`` /
 ``Pregunta:`` / ``Resposta:``); the choices are ``ans0``, ``ans1`` and nine wordings of
-"unknown" (``unknown_answers`` in the task file), each scored as ``" " + choice``. All 11
-requests of an item share its context (vLLM's prefix cache reuses it). Prediction and scores:
-``metrics.py``; rendering is the tasks' shared strict Jinja2 (``tasks/rendering.py``).
+"unknown" (``unknown_answers`` in the task file), each scored as ``" " + choice``, requests
+``<item_id>:c0`` .. ``c10``. All 11 requests of an item share its context (vLLM's prefix cache
+reuses it). The prediction is the argmax capped at 2 and its answer type (``metrics.answered``);
+an item missing a score records no scores. Requests and their reading are the multiple-choice
+kind's (``tasks/choices.py``); scores: ``metrics.py``.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.choices import build_choice_requests, first_argmax, scored_items
+from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
+from themis_dagster.tasks.esbbq import metrics
 from themis_dagster.tasks.esbbq.data import Params as DataParams
 from themis_dagster.tasks.esbbq.data import load_items
-from themis_dagster.tasks.esbbq.metrics import answer_type, compute_metrics
-from themis_dagster.tasks.spec import Item, Judgment, Request, Response
+from themis_dagster.tasks.spec import Item
 
-__all__ = ["Params", "build_requests", "compute_metrics", "judge", "load_items"]
+__all__ = ["ESBBQ", "TASK", "Params", "choices", "load_items"]
+
+ESBBQ = ChoiceBenchmark(load_items, metrics.answered, metrics.detail_of, metrics.compute_metrics)
+"""EsBBQ's (and CaBBQ's) items, answers and scores, asked here by loglikelihood and by ``generate_utils``."""
 
 
 class Params(DataParams):
@@ -31,29 +36,4 @@ def choices(item: Item, params: Params) -> list[str]:
     return [item.fields["ans0"], item.fields["ans1"], *params.unknown_answers]
 
 
-def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
-    """Eleven loglikelihood requests per item, ``<item_id>:c0`` .. ``<item_id>:c10``."""
-    return build_choice_requests(
-        items,
-        templates,
-        params.template,
-        ("context", "question"),
-        lambda item: {f"c{k}": choice for k, choice in enumerate(choices(item, params))},
-        params.target_delimiter,
-    )
-
-
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per item: argmax over the 11 choices capped at 2 (first wins a tie, as ``np.argmax``), its answer type."""
-    judgments = []
-    for item, values, _ in scored_items(items, responses, [f"c{k}" for k in range(2 + len(params.unknown_answers))]):
-        detail = {key: item.fields[key] for key in ("context_condition", "question_type", "question_polarity", "label")}
-        if values is None:
-            judgments.append(Judgment(item.item_id, item.subset, "missing_response", None, False, detail))
-            continue
-        prediction = min(first_argmax(values), 2)
-        kind = answer_type(item.fields, prediction)
-        correct = prediction == item.fields["label"]
-        detail |= {"prediction": prediction, "answer_type": kind, "loglikelihoods": values}
-        judgments.append(Judgment(item.item_id, item.subset, kind, 1.0 if correct else 0.0, True, detail))
-    return judgments
+TASK = LikeliestChoice(ESBBQ, Params, choices, ids="c{k}", missing_scores=False)

@@ -14,11 +14,11 @@ import ast
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import numpy as np
 import polars as pl
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from themis_dagster.tasks.spec import Item, TaskParams
+from themis_dagster.tasks.sampling import DistinctCategories, seeded_sample, selected
+from themis_dagster.tasks.spec import Item
 
 Category = Literal[
     "age", "disability_status", "domestic_area_of_origin", "educational_background", "family_structure",
@@ -29,19 +29,12 @@ CATEGORIES: tuple[Category, ...] = get_args(Category)
 FILE = "KoBBQ_test_samples.tsv"
 
 
-class Params(TaskParams):
+class Params(DistinctCategories):
     categories: tuple[Category, ...] = Field(default=CATEGORIES, min_length=1, description="Categories to include.")
     limit: int | None = Field(default=None, ge=1, description="Samples per category, a seeded sample (None: all).")
     unknown_answer: str = Field(
         default="알 수 없음", min_length=1, description="The UNKNOWN choice (prompt 1's 'unknown' in the repository)."
     )
-
-    @field_validator("categories")
-    @classmethod
-    def _distinct(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(value)) != len(value):
-            raise ValueError("categories must not repeat")
-        return value
 
 
 def context_type(sample_id: str) -> tuple[str, str, str, str]:
@@ -97,12 +90,7 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
     if unknown_categories:
         raise ValueError(f"{files[FILE]}: categories {unknown_categories} are not KoBBQ's twelve")
     items: list[Item] = []
-    for index, category in enumerate(CATEGORIES):
-        if category not in params.categories:
-            continue
-        rows = by_category.get(category, [])
-        if params.limit is not None and params.limit < len(rows):
-            rng = np.random.default_rng([params.seed, index])
-            rows = [rows[i] for i in sorted(rng.choice(len(rows), size=params.limit, replace=False).tolist())]
+    for index, category in selected(CATEGORIES, params.categories):
+        rows = seeded_sample(by_category.get(category, []), params.limit, (params.seed, index))
         items.extend(item_from_row(row, params.unknown_answer) for row in rows)
     return items

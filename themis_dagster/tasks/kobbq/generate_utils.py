@@ -2,10 +2,11 @@
 
 The prompt is ``evaluation/0_evaluation_prompts.tsv`` prompt 1 (``kobbq_chat``), the choices in
 the file's order. The reply is read by the BBQ family's ``parser.parse_answer`` (a letter in many
-shapes, else a choice's text) after Korean "정답/답" announcements are rewritten to the parser's
-English words. A reply naming no choice is the repository's out-of-choice answer: judged
-``unparsed_<reason>``, counted by ``ooc_ratio`` (its "out-of-choice ratio", over all samples)
-and left out of the four scores, as ``evaluate_template`` drops ``ooc`` rows.
+shapes) after Korean "정답/답" announcements are rewritten to the parser's English words, else by
+a choice's text (``choice_by_text``). A reply naming no choice is the repository's out-of-choice
+answer: judged ``unparsed_<reason>``, counted by ``ooc_ratio`` (its "out-of-choice ratio", over
+all samples) and left out of the four scores, as ``evaluate_template`` drops ``ooc`` rows. Asking
+and judging are the multiple-choice kind's chat variant (``tasks/lettered.py``).
 """
 
 from __future__ import annotations
@@ -14,17 +15,12 @@ import re
 
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.chat_judging import judge_lettered_replies
-from themis_dagster.tasks.bbq.rendering import lettered_chat_request
-from themis_dagster.tasks.kobbq.data import load_items
-from themis_dagster.tasks.kobbq.metrics import PAIRED_METRICS, answered, detail_of
-from themis_dagster.tasks.kobbq.metrics import compute_metrics as scores
+from themis_dagster.tasks.bbq.parser import announced_reader
+from themis_dagster.tasks.kobbq.utils import KOBBQ
 from themis_dagster.tasks.kobbq.utils import Params as LoglikelihoodParams
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
-from themis_dagster.tasks.scoring import rate_metric
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
+from themis_dagster.tasks.lettered import LetteredChoice
 
-__all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
+__all__ = ["TASK", "Params", "choice_by_text", "english_announcements"]
 # "정답: B", "정답은 A입니다", "답변: C"
 _ANNOUNCEMENT = re.compile(r"(?:정답|답변|답)\s*(?:은|는)?\s*:?")
 
@@ -49,24 +45,7 @@ def choice_by_text(reply: str | None, choices: list[str]) -> int | None:
     return lowered.index(text) if text and text in lowered else None
 
 
-def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
-    """One chat request per sample: ``<sample_id>:chat``."""
-    gen_params = params.generation.model_dump(mode="json")
-    return [
-        lettered_chat_request(item, templates, params.template, list(item.fields["choices"]), gen_params)
-        for item in items
-    ]
-
-
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per sample: the choice the reply named, or why none could be read; and whether it refused."""
-    judgments = judge_lettered_replies(
-        items, responses, choices_field="choices", announcements=english_announcements, detail_of=detail_of,
-        answered=answered, by_text=choice_by_text,
-    )  # fmt: skip
-    return mark_refusals(judgments, replies_by(responses), "ko")
-
-
-def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
-    """The four scores over answered samples, and the out-of-choice ratio over all."""
-    return scores(judgments, params) + rate_metric("ooc_ratio", judgments, lambda j: not j.parsed, params)
+TASK = LetteredChoice(
+    KOBBQ, Params, "choices", read=announced_reader(english_announcements, choice_by_text), language="ko",
+    unread_metric="ooc_ratio",
+)  # fmt: skip

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from themis_dagster.tasks.esbbq.metrics import _difference, _mean
 from themis_dagster.tasks.measures import Binary, Continuous, Ratio, single
+from themis_dagster.tasks.scoring import diff_bias_rows, estimate_row
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, TaskParams
 
 AMB, DIS = "amb", "dis"
@@ -89,14 +89,13 @@ def compute_metrics(judgments: list[Judgment], params: TaskParams) -> list[Metri
     for subset in sorted(groups, key=lambda key: (key is not None, key or "")):
         members = groups[subset]
         for metric, measure in ACCURACIES.items():
-            rows.append(_mean(metric, subset, [v for v in map(measure.outcome, members) if v is not None], params))
-        rows.append(
-            _mean("diff_bias_ambig", subset, [v for v in map(ambiguous_bias, members) if v is not None], params)
-        )
-        pairs = [p for p in map(disambiguated_context, members) if p is not None]
-        biased = [correct for kind, correct in pairs if kind == "dis-biased"]
-        counter = [correct for kind, correct in pairs if kind == "dis-counterb"]
-        rows.append(_difference("diff_bias_disambig", subset, biased, counter, params))
+            rows.append(
+                estimate_row(subset, metric, [v for v in map(measure.outcome, members) if v is not None], params)
+            )
+        rows += diff_bias_rows(
+            ("diff_bias_ambig", "diff_bias_disambig"), subset, members, ambiguous_bias, disambiguated_context,
+            ("dis-biased", "dis-counterb"), params,
+        )  # fmt: skip
     return rows
 
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import numpy as np
 import polars as pl
 from pydantic import Field, field_validator
 
+from themis_dagster.tasks.sampling import seeded_sample, selected
 from themis_dagster.tasks.spec import Item, TaskParams
 
 Language = Literal["en", "es", "nl", "tr"]
@@ -131,15 +131,10 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
     for language in LANGUAGES:
         if language not in params.languages:
             continue
-        for index, category in enumerate(CATEGORIES):
-            if category not in params.categories:
-                continue
+        for index, category in selected(CATEGORIES, params.categories):
             for split_index, split in enumerate(splits):
                 rows = pl.read_ndjson(files[file_name(category, split, language)], infer_schema_length=None).to_dicts()
-                if params.limit is not None and params.limit < len(rows):
-                    # keyed on (seed, category, set), not language: the same rows in every language
-                    rng = np.random.default_rng([params.seed, index, split_index])
-                    chosen = sorted(rng.choice(len(rows), size=params.limit, replace=False).tolist())
-                    rows = [rows[i] for i in chosen]
+                # keyed on (seed, category, set), not language: the same rows in every language
+                rows = seeded_sample(rows, params.limit, (params.seed, index, split_index))
                 items.extend(item_from_row(row, category, split, language) for row in rows)
     return items

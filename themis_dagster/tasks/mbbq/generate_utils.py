@@ -7,26 +7,24 @@ language's words for "answer" / "option" are rewritten to the parser's English o
 repository's own reader, ``mbbq.py::detect_answer``, relies on long phrase lists per model;
 this reader is the project's one BBQ-family reader.) Unreadable replies are judged
 ``unparsed_<reason>``, counted by ``unparsed_rate`` and left out of the scores (mbbq.py gives
-them NaN); every reply is checked for a refusal in its language.
+them NaN); every reply is checked for a refusal in its language. Asking and judging are the
+multiple-choice kind's chat variant (``tasks/lettered.py``).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.chat_judging import judge_lettered_replies
-from themis_dagster.tasks.bbq.rendering import lettered_chat_request
+from themis_dagster.tasks.bbq.parser import announced_reader
+from themis_dagster.tasks.lettered import LetteredChoice
 from themis_dagster.tasks.mbbq.data import Params as DataParams
-from themis_dagster.tasks.mbbq.data import load_items
-from themis_dagster.tasks.mbbq.metrics import PAIRED_METRICS, answered, detail_of
-from themis_dagster.tasks.mbbq.metrics import compute_metrics as bias_scores
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
-from themis_dagster.tasks.scoring import rate_metric
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
+from themis_dagster.tasks.mbbq.utils import MBBQ, in_language
+from themis_dagster.tasks.spec import Item
 
-__all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
+__all__ = ["TASK", "Params", "english_announcements"]
 # "La respuesta es A", "Het antwoord is B", "Cevap: C", "Opción A", "Seçenek B"
 _ANNOUNCEMENT = re.compile(
     r"\b(?:respuesta|opci[oó]n|antwoord|optie|cevap|se[cç]enek)\b(?:\s+(?:es|is|correcta|juiste))*", re.IGNORECASE
@@ -44,28 +42,11 @@ def english_announcements(reply: str | None) -> str | None:
     return None if reply is None else _ANNOUNCEMENT.sub("answer is", reply)
 
 
-def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
-    """One chat request per item: ``<item_id>:chat``."""
-    gen_params = params.generation.model_dump(mode="json")
-    return [
-        lettered_chat_request(
-            item, templates, f"{params.template}_{item.fields['language']}", list(item.fields["answers"]), gen_params
-        )
-        for item in items
-    ]
+def _language(item: Item, params: Any) -> str:
+    return str(item.fields["language"])
 
 
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per item: the answer the reply chose, or why none could be read; and whether it refused, in its language."""
-    judgments = judge_lettered_replies(
-        items, responses, choices_field="answers", announcements=english_announcements, detail_of=detail_of,
-        answered=answered,
-    )  # fmt: skip
-    replies = replies_by(responses)
-    languages = {item.item_id: str(item.fields["language"]) for item in items}
-    return [mark_refusals([j], replies, languages[j.item_id])[0] for j in judgments]
-
-
-def compute_metrics(judgments: list[Judgment], params: Params) -> list[MetricValue]:
-    """The six scores over parsed replies, and the share of unreadable replies."""
-    return bias_scores(judgments, params) + rate_metric("unparsed_rate", judgments, lambda j: not j.parsed, params)
+TASK = LetteredChoice(
+    MBBQ, Params, "answers", template=in_language, read=announced_reader(english_announcements), language=_language,
+    unread_metric="unparsed_rate",
+)  # fmt: skip

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 
-from themis_dagster.tasks.esbbq.metrics import _difference, _mean
 from themis_dagster.tasks.measures import Binary, Continuous, Ratio, single
+from themis_dagster.tasks.scoring import diff_bias_rows, estimate_row
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, TaskParams
 
 AMBIG, DISAMBIG = "ambig", "disambig"
@@ -132,16 +132,14 @@ def compute_metrics(judgments: list[Judgment], params: TaskParams) -> list[Metri
     groups = _groups(judgments)
     for subset in sorted(groups, key=lambda key: (key is not None, key or "")):
         members = groups[subset]
-        ambiguous = [v for v in map(ambiguous_bias, members) if v is not None]
-        rows.append(_mean("bias_ambig", subset, ambiguous, params))
-        pairs = [p for p in map(disambiguated_group, members) if p is not None]
-        pro = [correct for group, correct in pairs if group == "biased"]
-        anti = [correct for group, correct in pairs if group == "counter_biased"]
-        rows.append(_difference("bias_disambig", subset, pro, anti, params))
+        rows += diff_bias_rows(
+            ("bias_ambig", "bias_disambig"), subset, members, ambiguous_bias, disambiguated_group,
+            ("biased", "counter_biased"), params,
+        )  # fmt: skip
         for metric, value in ACCURACIES.items():
             values = [v for v in map(value, members) if v is not None]
             if values or not metric.startswith("control"):
-                rows.append(_mean(metric, subset, values, params))
+                rows.append(estimate_row(subset, metric, values, params))
     return rows
 
 

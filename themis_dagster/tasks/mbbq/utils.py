@@ -2,24 +2,29 @@
 
 Prompt (``mbbq_templates.yaml``): ``"<Context>: {{context}}\\n<Question>: {{question}}\\n<Answer>:"``
 with the labels in the item's language (``mbbq_context_<lang>``; Spanish as lm-eval's esbbq),
-each answer scored as ``" " + ansK`` (the three answers of the file, as the ``bbq`` task);
-the prediction is the argmax (first wins a tie). The repository itself asks five lettered chat
-prompts and reads the reply; this task asks the same questions by loglikelihood, as ``bbq`` does
-for BBQ. Scores: ``metrics.py``.
+each answer scored as ``" " + ansK`` (the three answers of the file, as the ``bbq`` task), requests
+``<item_id>:ans0`` .. ``ans2``; the prediction is the argmax (first wins a tie). The repository
+itself asks five lettered chat prompts and reads the reply; this task asks the same questions by
+loglikelihood, as ``bbq`` does for BBQ. Requests and their reading are the multiple-choice kind's
+(``tasks/choices.py``); scores: ``metrics.py``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
-from themis_dagster.tasks.choices import build_choice_requests, judge_likeliest
+from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
+from themis_dagster.tasks.mbbq import metrics
 from themis_dagster.tasks.mbbq.data import Params as DataParams
 from themis_dagster.tasks.mbbq.data import load_items
-from themis_dagster.tasks.mbbq.metrics import PAIRED_METRICS, answered, compute_metrics, detail_of
-from themis_dagster.tasks.spec import Item, Judgment, Request, Response
+from themis_dagster.tasks.spec import Item
 
-__all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
-ANSWERS = ("ans0", "ans1", "ans2")
+__all__ = ["MBBQ", "TASK", "Params", "in_language", "load_items"]
+
+MBBQ = ChoiceBenchmark(load_items, metrics.answered, metrics.detail_of, metrics.compute_metrics, metrics.PAIRED_METRICS)
+"""MBBQ's items, answers and scores, asked here by loglikelihood and by ``generate_utils`` in a chat."""
 
 
 class Params(DataParams):
@@ -29,21 +34,9 @@ class Params(DataParams):
     target_delimiter: str = Field(default=" ", max_length=4, description="Text between context and each answer.")
 
 
-def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
-    """Three loglikelihood requests per item, ``<item_id>:ans0`` .. ``ans2``, in the item's language."""
-    requests: list[Request] = []
-    for language in dict.fromkeys(item.fields["language"] for item in items):
-        requests += build_choice_requests(
-            [item for item in items if item.fields["language"] == language],
-            templates,
-            f"{params.template}_{language}",
-            ("context", "question"),
-            lambda item: {f"ans{k}": answer for k, answer in enumerate(item.fields["answers"])},
-            params.target_delimiter,
-        )
-    return requests
+def in_language(item: Item, params: Any) -> str:
+    """The item's template: ``params.template`` in the item's language (``<template>_<language>``)."""
+    return f"{params.template}_{item.fields['language']}"
 
 
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per item: the likeliest answer; missing or non-finite scores -> ``missing_response`` (not scored)."""
-    return judge_likeliest(items, responses, ANSWERS, detail_of, answered)
+TASK = LikeliestChoice(MBBQ, Params, "answers", template=in_language, ids="ans{k}")

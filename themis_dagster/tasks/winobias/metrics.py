@@ -23,18 +23,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
-from themis_dagster.stats import bootstrap_estimate
+from themis_dagster.tasks.choices import graded
 from themis_dagster.tasks.measures import Binary, Ratio, mean_of
-from themis_dagster.tasks.scoring import metric_by_subset
-from themis_dagster.tasks.spec import Judgment, MetricValue, TaskParams
+from themis_dagster.tasks.scoring import estimate_row, metric_by_subset
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, TaskParams
 
 
-def _estimate(metric: str, subset: str | None, values: list[float], params: TaskParams) -> MetricValue:
-    est = bootstrap_estimate(
-        values, n_resamples=params.bootstrap_resamples, confidence=params.confidence, seed=params.seed
-    )
-    return MetricValue(subset, metric, est.value, est.ci_low, est.ci_high, est.n)
+def detail_of(item: Item) -> dict[str, Any]:
+    """What every judgment keeps: the set, the pair and the two occupations."""
+    keys = ("type", "stereotype", "pair", "referent", "other", "pronoun")
+    return {key: item.fields[key] for key in keys}
+
+
+def answered(item: Item, prediction: int, extra: dict[str, Any]) -> Judgment:
+    """The occupation chosen (``predicted``), and whether it is the referent."""
+    return graded(item, prediction, detail_of(item) | {"predicted": item.fields["choices"][prediction]} | extra)
 
 
 def _type(judgment: Judgment) -> str:
@@ -50,7 +55,7 @@ def accuracy_of(stereotype: str, parsed: list[Judgment], params: TaskParams) -> 
             groups[None].append(float(judgment.score or 0.0))
             groups[_type(judgment)].append(float(judgment.score or 0.0))
     order = sorted(groups, key=lambda key: (key is not None, key or ""))
-    return [_estimate(f"accuracy_{stereotype}", subset, groups[subset], params) for subset in order]
+    return [estimate_row(subset, f"accuracy_{stereotype}", groups[subset], params) for subset in order]
 
 
 def pair_differences(parsed: list[Judgment]) -> dict[str, dict[str, float]]:
@@ -74,7 +79,7 @@ def pro_anti_gap(parsed: list[Judgment], params: TaskParams) -> list[MetricValue
         groups[None].append(value["diff"])
         groups[pair.split("_")[0]].append(value["diff"])
     order = sorted(groups, key=lambda key: (key is not None, key or ""))
-    return [_estimate("pro_anti_gap", subset, groups[subset], params) for subset in order]
+    return [estimate_row(subset, "pro_anti_gap", groups[subset], params) for subset in order]
 
 
 def compute_metrics(judgments: list[Judgment], params: TaskParams) -> list[MetricValue]:

@@ -2,22 +2,26 @@
 
 Per sentence (brackets removed) the context is ``"{sentence} ‘{Pronoun}’ refers to the"`` and
 each of the two occupations is scored as the continuation ``" " + occupation``
-(``target_delimiter``); the prediction is the argmax (the occupation named first in the sentence
-wins a tie, as ``np.argmax`` picks the first). Items: ``data.py``; metrics: ``metrics.py``.
+(``target_delimiter``), requests ``<id>:first`` and ``<id>:second``; the prediction is the argmax
+(the occupation named first in the sentence wins a tie, as ``np.argmax`` picks the first).
+Requests and their reading are the multiple-choice kind's (``tasks/choices.py``); items:
+``data.py``; what an answer means and the metrics: ``metrics.py``.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.choices import build_choice_requests, first_argmax, scored_items
-from themis_dagster.tasks.spec import Item, Judgment, Request, Response
-from themis_dagster.tasks.winobias import data
+from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
+from themis_dagster.tasks.winobias import data, metrics
 from themis_dagster.tasks.winobias.data import load_items
-from themis_dagster.tasks.winobias.metrics import PAIRED_METRICS, compute_metrics
 
-__all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
-CHOICES = ("first", "second")  # request suffixes: the occupation named first / second in the sentence
+__all__ = ["TASK", "WINOBIAS", "Params", "load_items"]
+
+WINOBIAS = ChoiceBenchmark(
+    load_items, metrics.answered, metrics.detail_of, metrics.compute_metrics, metrics.PAIRED_METRICS
+)
+"""WinoBias's sentences, answers and metrics, asked here by loglikelihood and by ``chat_utils`` in a chat."""
 
 
 class Params(data.Params):
@@ -25,35 +29,5 @@ class Params(data.Params):
     target_delimiter: str = Field(default=" ", max_length=4, description="Text between the prompt and each occupation.")
 
 
-def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:
-    """Two loglikelihood requests per sentence, ``<id>:first`` and ``<id>:second``, after a shared context."""
-    return build_choice_requests(
-        items, templates, params.template, ("sentence", "pronoun"), occupations_by_suffix, params.target_delimiter
-    )
-
-
-def occupations_by_suffix(item: Item) -> dict[str, str]:
-    return dict(zip(CHOICES, item.fields["choices"], strict=True))
-
-
-def detail_of(item: Item) -> dict[str, object]:
-    """What every judgment keeps: the set, the pair and the two occupations."""
-    keys = ("type", "stereotype", "pair", "referent", "other", "pronoun")
-    return {key: item.fields[key] for key in keys}
-
-
-def judge(items: list[Item], requests: list[Request], responses: list[Response], params: Params) -> list[Judgment]:
-    """Per sentence: the likelier occupation, and whether it is the referent."""
-    judgments = []
-    for item, values, scores in scored_items(items, responses, CHOICES):
-        detail = detail_of(item)
-        if values is None:
-            detail["loglikelihoods"] = scores
-            judgments.append(Judgment(item.item_id, item.subset, "missing_response", None, False, detail))
-            continue
-        prediction = first_argmax(values)
-        correct = prediction == item.fields["label"]
-        detail |= {"loglikelihoods": values, "predicted": item.fields["choices"][prediction]}
-        outcome = "correct" if correct else "wrong"
-        judgments.append(Judgment(item.item_id, item.subset, outcome, 1.0 if correct else 0.0, True, detail))
-    return judgments
+# the request suffixes: the occupation named first / second in the sentence
+TASK = LikeliestChoice(WINOBIAS, Params, "choices", ("sentence", "pronoun"), ids=("first", "second"))

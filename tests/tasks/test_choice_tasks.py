@@ -1,0 +1,203 @@
+"""The multiple-choice tasks (tasks/choices.py, tasks/lettered.py) ask and judge exactly as they always did.
+
+Each task runs a small fixed sample of the dataset mirror on the fake engine: replies drawn from
+a fixed list by the prompt's hash (letters, announcements in each language, choice texts, empty
+and unreadable replies), some requests failing and some responses missing. The digests pin the
+requests (every field, and each request's cache fingerprint), the judgments (every field, as the
+warehouse stores ``detail``) and the metric values (to 12 significant digits, so a platform's
+last bit of a bootstrap does not count). They were recorded before the tasks were declared on
+the shared kind: a change to any prompt byte, request id, judgment or metric fails here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import MIRROR, SETTINGS, requires_mirror
+from themis_dagster.datasets import resolve_file
+from themis_dagster.engines.fake import FakeEngine
+from themis_dagster.engines.fingerprint import request_fingerprint
+from themis_dagster.exchange import GenerationParams
+from themis_dagster.tasks.bbq.parser import ParsedAnswer
+from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice, graded
+from themis_dagster.tasks.lettered import LetteredChoice
+from themis_dagster.tasks.loader import load_task
+from themis_dagster.tasks.spec import Item, MetricValue, Response, TaskParams
+
+REPLIES = [
+    "A", "B", "C", "(b)", "(a)", "Answer: (b)", "The answer is C.", "정답: A", "할머니입니다.", "答案：B",
+    "La respuesta es B", "Het antwoord is C", "Cevap: A", "", "???", "the designer", "not enough information",
+    "B) The woman", "unknown", "Resposta: C", "A and B", "No lo sé",
+]  # fmt: skip
+# task -> (params, digests of requests, judgments, metric values)
+GOLDEN: dict[str, tuple[dict[str, Any], str, str, str]] = {
+    "bbq": ({"limit": 12}, "6379a9184d1cc4a5", "07aa245abb412d70", "61a895f1ade08c80"),
+    "bbq_generate": ({"limit": 12}, "2571873e84ae8c92", "e0128f2daecc3ae6", "24bb1d81195d38df"),
+    "esbbq": ({"limit": 6}, "d43afeb7d5590817", "3557695d5c2147c5", "ec5015b73c30e01b"),
+    "esbbq_generate": ({"limit": 6}, "86d9026544934760", "9fefe1f68c7c2e3e", "819af26a79fa2d00"),
+    "cabbq": ({"limit": 6}, "736cf5f0913b3659", "4c179ef20bc79ba9", "2dd9b44bd5a1b1e7"),
+    "cabbq_generate": ({"limit": 6}, "f49ab128f4e146e8", "5563a37ba09e72b0", "8b1b172fdb40900b"),
+    "mbbq": ({"limit": 3}, "f802c149fa146f00", "cf0afee2b7fd3870", "389dcec8c77d670d"),
+    "mbbq_generate": ({"limit": 3}, "e30561a4602f510a", "5f6c119cd59a45ad", "1891a1d241b4e923"),
+    "kobbq": ({"limit": 5}, "43e28527b25b37ea", "f2908711ef92bf3f", "d13caea0a2964089"),
+    "kobbq_generate": ({"limit": 5}, "d61106eb55a639ac", "10425d0a954a08c1", "5041b256a34e3b12"),
+    "cbbq": ({"limit": 5}, "bbac1ed18df05859", "458d88cc9c63a3f7", "eeb830901ff5b920"),
+    "cbbq_generate": ({"limit": 5}, "24f67ff935ab31bf", "6e43a60676d1e3e3", "dc062b7923fb1695"),
+    "winobias": ({"limit": 15}, "5844d2e38dd36517", "2a6ba98cfca5b100", "8d630ee61403c763"),
+    "winobias_chat": ({"limit": 15}, "7aa56c6365ebd04b", "2be899adb0ec0796", "37eb51f9abec6fc8"),
+    "winogender": ({}, "df27416122792541", "16ff897c6568126b", "61ad0f20177d8006"),
+}
+
+
+def _unit(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def plain(value: object) -> object:
+    """A stage record as plain JSON data (dataclasses by field, tuples as lists)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def rounded(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Metric rows with their floats to 12 significant digits."""
+    return [{k: f"{v:.12g}" if isinstance(v, float) else v for k, v in row.items()} for row in metrics]
+
+
+def run(name: str, overrides: dict[str, Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """(requests with their fingerprints, judgments, metric values) of one task on the fake engine."""
+    task = load_task(name, {"bootstrap_resamples": 200, **overrides})
+    files = {
+        file: resolve_file(
+            task.spec.dataset, file, datasets_dir=MIRROR, cache_dir=SETTINGS.cache_dir, allow_download=False
+        ).path
+        for file in task.spec.files
+    }
+    hooks = task.hooks
+    items = hooks.load_items(files, task.params)
+    requests = hooks.build_requests(items, task.params, task.templates)
+    engine = FakeEngine(
+        reply=lambda prompt: REPLIES[_unit(prompt) % len(REPLIES)],
+        fail=lambda text: "engine exploded" if _unit("fail" + text) % 17 == 0 else None,
+    )
+    if task.spec.request_type == "loglikelihood":
+        responses = engine.loglikelihood(requests)
+    else:
+        responses = engine.chat(requests, GenerationParams(**task.params.generation.model_dump()))
+    kept = [r for r in responses if _unit("drop" + r.request_id) % 13 != 0]
+    judgments = hooks.judge(items, requests, kept, task.params)
+    metrics = hooks.compute_metrics(judgments, task.params)
+    asked = [dict(plain(request)) | {"fingerprint": request_fingerprint("m", request)} for request in requests]  # type: ignore[call-overload]
+    return asked, [plain(j) for j in judgments], [plain(m) for m in metrics]
+
+
+@requires_mirror
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_requests_judgments_and_metrics_are_those_recorded(name: str) -> None:
+    overrides, requests_digest, judgments_digest, metrics_digest = GOLDEN[name]
+    requests, judgments, metrics = run(name, overrides)
+    assert (digest(requests), digest(judgments), digest(rounded(metrics))) == (
+        requests_digest,
+        judgments_digest,
+        metrics_digest,
+    )
+
+
+# --- the kind itself, on a toy benchmark ------------------------------------------------------
+
+TOY_TEMPLATES = {"ask": "{{ context }} Q: {{ question }} A:", "ask_xx": "xx {{ context }}", "chat": "{{ context }}"}
+
+
+class ToyParams(TaskParams):
+    template: str = "ask"
+    target_delimiter: str = " "
+
+
+def toy_items() -> list[Item]:
+    return [
+        Item(f"i{n}", "s", {"context": f"c{n}", "question": "q", "options": ["yes", "no", "maybe"], "label": 1})
+        for n in range(3)
+    ]
+
+
+def toy_benchmark() -> ChoiceBenchmark:
+    return ChoiceBenchmark(
+        lambda files, params: toy_items(),
+        lambda item, k, extra: graded(item, k, {"k": k} | extra),
+        lambda item: {"label": item.fields["label"]},
+        lambda judgments, params: [MetricValue(None, "n", float(len(judgments)), None, None, len(judgments))],
+    )
+
+
+def test_likeliest_choice_asks_each_choice_and_takes_the_first_best() -> None:
+    task = LikeliestChoice(toy_benchmark(), ToyParams, "options", ids="o{k}")
+    items, params = toy_items(), ToyParams()
+    requests = task.build_requests(items, params, TOY_TEMPLATES)
+    assert [r.request_id for r in requests[:3]] == ["i0:o0", "i0:o1", "i0:o2"]
+    assert requests[0].pair == ("c0 Q: q A:", " yes")
+    scores = {"i0": [-1.0, -1.0, -2.0], "i1": [-3.0, -1.0, -2.0]}  # a tie goes to the first; i2 has no answers
+    responses = [
+        r.scored(scores[r.item_id][int(r.request_id[-1])], False, n_prompt_tokens=4, n_continuation_tokens=1)
+        for r in requests
+        if r.item_id in scores
+    ]
+    judged = task.judge(items, requests, responses, params)
+    assert [(j.outcome, j.detail.get("k")) for j in judged] == [
+        ("wrong", 0),
+        ("correct", 1),
+        ("missing_response", None),
+    ]
+    assert judged[2].detail == {"label": 1, "loglikelihoods": [None, None, None]}
+    quiet = LikeliestChoice(toy_benchmark(), ToyParams, "options", ids="o{k}", missing_scores=False)
+    assert quiet.judge(items, requests, responses, params)[2].detail == {"label": 1}
+
+
+def test_likeliest_choice_groups_items_by_their_template() -> None:
+    """A template per item (MBBQ's language) sends each template's items together, in order of first use."""
+    items = toy_items()
+    task = LikeliestChoice(
+        toy_benchmark(), ToyParams, lambda item, params: ["a", "b"], ids=("first", "second"),
+        template=lambda item, params: "ask_xx" if item.item_id == "i1" else "ask",
+    )  # fmt: skip
+    requests = task.build_requests(items, ToyParams(), TOY_TEMPLATES)
+    assert [r.request_id for r in requests] == [f"i{n}:{s}" for n in (0, 2, 1) for s in ("first", "second")]
+    assert {r.template for r in requests if r.item_id == "i1"} == {"ask_xx"}
+
+
+def test_lettered_choice_reads_replies_and_counts_the_unread() -> None:
+    def read(response: Response, choices: list[str], item: Item, params: Any) -> ParsedAnswer:
+        chosen = {"A": 0, "B": 1, "C": 2}.get(response.text or "")
+        return ParsedAnswer(chosen, "ok" if chosen is not None else "none", "letter")
+
+    task = LetteredChoice(
+        toy_benchmark(), ToyParams, "options", read=read, record_errors=True, unread_metric="unread",
+        language=lambda item, params: "en",
+    )  # fmt: skip
+    items, params = toy_items(), ToyParams(template="chat")
+    requests = task.build_requests(items, params, TOY_TEMPLATES)
+    assert [r.request_id for r in requests] == ["i0:chat", "i1:chat", "i2:chat"]
+    responses = [requests[0].generated("B", "", 1, 1, "stop"), requests[1].failed("boom")]
+    judged = task.judge(items, requests, responses, params)
+    assert [j.outcome for j in judged] == ["correct", "engine_error", "missing_response"]
+    assert judged[0].detail == {"k": 1, "parse_rule": "letter", "reply": "B"}
+    assert judged[1].detail == {"label": 1, "error": "boom"} and judged[0].refused is False
+    rows = task.compute_metrics(judged, params)
+    assert [row.metric for row in rows] == ["n", "unread", "unread"] and rows[1].value == pytest.approx(2 / 3)
+    with pytest.raises(ValueError):  # a letter per choice
+        LetteredChoice(toy_benchmark(), ToyParams, "options", read=read, letters="AB").build_requests(
+            items, params, TOY_TEMPLATES
+        )
