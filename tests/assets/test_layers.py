@@ -1,7 +1,13 @@
 """No import runs up the layers: every ``themis_dagster`` module imports only its own layer and those below.
 
-``LAYERS`` lists them bottom to top; lazy imports inside functions count too. ``partitions`` and
-``columnar`` (the evaluation chain's column-at-a-time plumbing) sit between the tasks and the assets;
+``LAYERS`` lists them bottom to top; lazy imports inside functions count too. ``tasks`` is the task
+contract (``tasks/*.py``: what a family implements, and the loader that finds families); the services
+the families share (judge calibration, refusal detection, the lm-eval bridge) sit on it, and the
+families (``tasks/<family>/``) on those. A family's modules named after a platform role (``assets.py``,
+``importer.py``, ``report.py``: ``FAMILY_ROLES``) sit in that role's layer, so a family's Dagster assets
+may use the asset factory as the platform's own do, while the platform reaches them only through the
+family declarations (``tasks/family.py``). ``partitions`` and ``columnar`` (the evaluation chain's
+column-at-a-time plumbing) sit between the families and the assets;
 ``backfills`` (what ``themis backfill`` and the explorer both queue) sits on the definitions, and the
 command line sits on the explorer (``themis ui`` serves it), so the explorer never imports the command line.
 """
@@ -18,12 +24,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("registry",),
     ("stats",),
     ("datasets",),
-    ("judging",),
     ("runs",),
     ("engines",),
     ("warehouse",),
     ("mitigations",),
     ("tasks",),
+    ("judging", "lm_eval_bridge", "refusals"),
+    ("families",),
     ("partitions",),
     ("columnar",),
     ("comparisons",),
@@ -38,6 +45,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+FAMILY_ROLES = {"assets": "assets", "importer": "importers", "report": "reports"}
+"""A family module named after a platform role, and the layer it sits in."""
 
 
 def _module(path: Path) -> str:
@@ -46,8 +55,11 @@ def _module(path: Path) -> str:
 
 
 def _top(module: str) -> str:
-    """The package (or top-level module) of ``themis_dagster`` a module belongs to."""
+    """The layer name of a ``themis_dagster`` module: its package (or top-level module), ``families`` for a
+    family's folder, a platform role's layer for a family module named after the role."""
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "tasks" and (PACKAGE / "tasks" / parts[2] / "family.yaml").is_file():
+        return FAMILY_ROLES.get(parts[3], "families") if len(parts) > 3 else "families"
     return parts[1] if len(parts) > 1 else "__init__"
 
 

@@ -20,13 +20,13 @@ from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.judging.calibration_sets import REGARD_LABELS, CalibrationRow, CalibrationSet
+from themis_dagster.judging.questions import CALIBRATED_QUESTIONS, check_judge_labels, load_calibration_set
 from themis_dagster.partitions import MODELS_PARTITION, calibration_key, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
 from themis_dagster.stats import Resampling
 from themis_dagster.stats.agreement import judge_agreement
-from themis_dagster.tasks.calibration import CALIBRATED_QUESTIONS, check_judge_labels, load_calibration_set
 from themis_dagster.tasks.loader import load_task
 
 JUDGE = DEFAULT_MODEL_ID

@@ -20,9 +20,9 @@ from tests.conftest import MIRROR, SETTINGS, make_resources, requires_mirror, wr
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
-from themis_dagster.tasks.lm_eval_bridge import conversions
-from themis_dagster.tasks.lm_eval_bridge import utils as bridge
-from themis_dagster.tasks.lm_eval_bridge.utils import Params
+from themis_dagster.lm_eval_bridge import conversions
+from themis_dagster.lm_eval_bridge import utils as bridge
+from themis_dagster.lm_eval_bridge.utils import Params
 from themis_dagster.tasks.loader import LoadedTask, load_task
 from themis_dagster.tasks.spec import Item, Request, Response, TaskInputs
 

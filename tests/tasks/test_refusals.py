@@ -14,9 +14,9 @@ import yaml
 
 from tests.conftest import MIRROR
 from themis_dagster.datasets import load_catalog
-from themis_dagster.tasks.refusals import RefusalVerdict, detect_refusal, known_languages
-from themis_dagster.tasks.refusals import calibration as cal
-from themis_dagster.tasks.refusals.detector import (
+from themis_dagster.refusals import RefusalVerdict, detect_refusal, known_languages
+from themis_dagster.refusals import calibration as cal
+from themis_dagster.refusals.detector import (
     GAP,
     PHRASES_FILE,
     RULE_ANSWER_FIRST,

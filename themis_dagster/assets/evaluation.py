@@ -59,17 +59,17 @@ from themis_dagster.columnar.columnar import (
 from themis_dagster.columnar.reply_guard import GUARD_OUTCOMES, GUARDED, guard_replies, relabel, withheld_rates
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.judging.correction import JudgedValue
+from themis_dagster.judging.questions import CalibratedJudge
 from themis_dagster.partitions import EvaluationPartition, model_and_task
 from themis_dagster.provenance import code_version
+from themis_dagster.refusals.judge import RefusalJudge, read_refusal_class
+from themis_dagster.refusals.judged import judge_refusals, refusal_judged_values, refusal_requests
+from themis_dagster.refusals.outcome import marked as refusals_marked
+from themis_dagster.refusals.outcome import refusal_metrics
 from themis_dagster.registry.models import check_reasoning_budget
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.runs.pools import ENGINE_POOL
-from themis_dagster.tasks.calibration import CalibratedJudge
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.tasks.refusals.judge import RefusalJudge, read_refusal_class
-from themis_dagster.tasks.refusals.judged import judge_refusals, refusal_judged_values, refusal_requests
-from themis_dagster.tasks.refusals.outcome import marked as refusals_marked
-from themis_dagster.tasks.refusals.outcome import refusal_metrics
 from themis_dagster.tasks.spec import Item, JudgePanel, Judgment, MetricValue
 from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, iter_records, rows_frame, to_frame
@@ -342,7 +342,7 @@ def _refusal_judge(
     prompts: pl.DataFrame,
     responses: pl.DataFrame,
 ) -> tuple[pl.DataFrame, int, AnswerStats]:
-    """The judgments' ``refused`` decided by the task's ``refusal_judge_model`` (tasks/refusals/judged.py).
+    """The judgments' ``refused`` decided by the task's ``refusal_judge_model`` (refusals/judged.py).
 
     The judge is asked XSTest's classifier question about every reply through the answering path
     (its own engine and request cache), as in its calibration on XSTest.

@@ -1,7 +1,7 @@
 """A judge model checked against people: it labels every text of a calibration set, and its agreement is measured.
 
 Partitioned by judge (a registered model: the ``models`` dimension) x calibration set
-(``tasks/calibration.py``). The judge is asked each calibration text with its task's own
+(``judging/questions.py``). The judge is asked each calibration text with its task's own
 question (BOLD's regard question: same template, sampling settings and answer reading) through
 the one answering path (``assets/answering.py``: request cache, chunks committed as they are
 answered, answers under the model's fingerprint), so a re-run sends nothing new and a judge's
@@ -29,11 +29,7 @@ from themis_dagster.assets.stage import preview
 from themis_dagster.errors import ConfigError
 from themis_dagster.judging.calibration_sets import XSTEST_LABELS
 from themis_dagster.judging.correction import JudgeCalibration
-from themis_dagster.partitions import judge_and_set, judge_calibration_partitions
-from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.stats import Estimate, Resampling
-from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement, majority_verdict
-from themis_dagster.tasks.calibration import (
+from themis_dagster.judging.questions import (
     CalibratedJudge,
     JudgeQuestion,
     calibrated_questions,
@@ -43,6 +39,10 @@ from themis_dagster.tasks.calibration import (
     sets_checking,
     standalone_judge,
 )
+from themis_dagster.partitions import judge_and_set, judge_calibration_partitions
+from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
+from themis_dagster.stats import Estimate, Resampling
+from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement, majority_verdict
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import JudgePanel, TaskInputs, TaskParams
 from themis_dagster.warehouse.frames import rows_frame
@@ -55,7 +55,7 @@ LABELS, METRICS = "judge_calibration_labels", "judge_calibration_metrics"
 
 
 def calibrated_judge(task: LoadedTask) -> CalibratedJudge:
-    """The task's judge, which must offer calibration (``tasks/calibration.py``)."""
+    """The task's judge, which must offer calibration (``judging/questions.py``)."""
     judge = task.second_opinion
     if not isinstance(judge, CalibratedJudge):
         raise ConfigError(f"task {task.name!r}: its SECOND_OPINION cannot be calibrated (no CalibratedJudge methods)")
@@ -279,7 +279,7 @@ def majority_calibration(
 
 def refusal_calibration(warehouse: WarehouseResource, judge: str) -> JudgeCalibration | None:
     """A task's refusal judge (``refusal_judge_model``) as stored on XSTest (None: not calibrated there)."""
-    from themis_dagster.tasks.refusals.judged import CALIBRATION_SET
+    from themis_dagster.refusals.judged import CALIBRATION_SET
 
     with warehouse.connect() as conn:
         return read_calibration(conn, judge, CALIBRATION_SET, XSTEST_LABELS)

@@ -141,7 +141,7 @@ class Judgment:
     parsed: bool
     detail: dict[str, Any] = field(default_factory=dict)
     refused: bool | None = None
-    """The refusal detector's verdict on the reply (``tasks/refusals``): a refusal is never an answer.
+    """The refusal detector's verdict on the reply (``refusals``): a refusal is never an answer.
 
     Set by every generation and chat task's ``judge``; None where no reply was read. Independent of
     ``outcome`` and ``score``, which stay what the task's own rules say (docs/refusals.md)."""

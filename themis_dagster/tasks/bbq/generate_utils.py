@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
 from themis_dagster.tasks.bbq.judge import answered, unanswered
 from themis_dagster.tasks.bbq.metrics import PAIRED_METRICS, compute_metrics
 from themis_dagster.tasks.bbq.parser import parse_answer
 from themis_dagster.tasks.bbq.r_matching import match_prediction
 from themis_dagster.tasks.bbq.rendering import lettered_chat_request
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 __all__ = ["PAIRED_METRICS", "R_IMPORT", "Params", "build_requests", "compute_metrics", "judge", "load_items"]

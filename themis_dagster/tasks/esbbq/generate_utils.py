@@ -13,13 +13,13 @@ import re
 
 from pydantic import Field
 
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.bbq.parser import parse_answer
 from themis_dagster.tasks.bbq.rendering import lettered_chat_request
 from themis_dagster.tasks.esbbq.data import load_items
 from themis_dagster.tasks.esbbq.metrics import answer_type
 from themis_dagster.tasks.esbbq.metrics import compute_metrics as bias_scores
 from themis_dagster.tasks.esbbq.utils import Params as LoglikelihoodParams
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.scoring import rate_metric
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
 

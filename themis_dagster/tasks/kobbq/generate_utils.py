@@ -14,13 +14,13 @@ import re
 
 from pydantic import Field
 
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.bbq.chat_judging import judge_lettered_replies
 from themis_dagster.tasks.bbq.rendering import lettered_chat_request
 from themis_dagster.tasks.kobbq.data import load_items
 from themis_dagster.tasks.kobbq.metrics import PAIRED_METRICS, answered, detail_of
 from themis_dagster.tasks.kobbq.metrics import compute_metrics as scores
 from themis_dagster.tasks.kobbq.utils import Params as LoglikelihoodParams
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.scoring import rate_metric
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
 

@@ -16,13 +16,13 @@ import re
 
 from pydantic import Field
 
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.bbq.chat_judging import judge_lettered_replies
 from themis_dagster.tasks.bbq.rendering import lettered_chat_request
 from themis_dagster.tasks.mbbq.data import Params as DataParams
 from themis_dagster.tasks.mbbq.data import load_items
 from themis_dagster.tasks.mbbq.metrics import PAIRED_METRICS, answered, detail_of
 from themis_dagster.tasks.mbbq.metrics import compute_metrics as bias_scores
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.scoring import rate_metric
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response
 

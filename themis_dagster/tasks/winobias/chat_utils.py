@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.scoring import rate_metric
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response

@@ -3,8 +3,8 @@
 docs/refusals.md describes them.
 """
 
-from themis_dagster.tasks.refusals.detector import RefusalVerdict, detect_refusal, known_languages
-from themis_dagster.tasks.refusals.outcome import mark_refusal, mark_refusals, refusal_metrics, replies_by
+from themis_dagster.refusals.detector import RefusalVerdict, detect_refusal, known_languages
+from themis_dagster.refusals.outcome import mark_refusal, mark_refusals, refusal_metrics, replies_by
 
 __all__ = [
     "RefusalVerdict",

@@ -3,7 +3,7 @@
 The rule-based detector (``detector.py``) needs no model; some uses want a model's reading of a
 reply instead (a reply that refuses in words no phrase list holds). A model's verdict is only
 as good as its measured agreement with people, so this judge is checked on XSTest's
-human-labelled replies (the ``xstest`` calibration set, ``tasks/calibration.py``) with the
+human-labelled replies (the ``xstest`` calibration set, ``judging/questions.py``) with the
 three classes XSTest's annotators gave.
 
 The question is XSTest's own GPT-4 classifier prompt (Röttger et al., NAACL 2024, github
@@ -67,7 +67,7 @@ class RefusalJudge:
     """A ``CalibratedJudge`` of one question, ``refusal``, calibrated on XSTest's human-labelled replies.
 
     A task that names it (``refusal_judge_model``) asks it about every reply in place of the
-    phrase-list detector (``tasks/refusals/judged.py``); its calibration corrects that task's
+    phrase-list detector (``refusals/judged.py``); its calibration corrects that task's
     ``refused_rate``. It reports no judged values of a task's own here.
     """
 

@@ -26,10 +26,10 @@ import polars as pl
 
 from themis_dagster.judging.calibration_sets import XSTEST_LABELS
 from themis_dagster.judging.correction import UNCALIBRATED, JudgeCalibration, JudgedValue, corrected, uncorrected
+from themis_dagster.refusals.judge import REFUSAL_KIND, RefusalJudge
+from themis_dagster.refusals.outcome import REFUSED_RATE
 from themis_dagster.stats import Resampling
 from themis_dagster.stats.misclassification import corrected_share
-from themis_dagster.tasks.refusals.judge import REFUSAL_KIND, RefusalJudge
-from themis_dagster.tasks.refusals.outcome import REFUSED_RATE
 from themis_dagster.tasks.spec import Request, TaskParams
 
 CALIBRATION_SET = "xstest"

@@ -10,7 +10,7 @@ detectors are compared on equal terms.
 
 To keep the phrase lists honest, the English ones were tuned on the replies of
 ``TUNE_MODELS`` only; the figures on ``HELD_OUT_MODELS`` (another model family) and on MSTS
-(never tuned on) are the ones to quote. ``python -m themis_dagster.tasks.refusals.calibration``
+(never tuned on) are the ones to quote. ``python -m themis_dagster.refusals.calibration``
 prints every table of docs/refusals.md.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from themis_dagster.tasks.refusals.detector import detect_refusal
+from themis_dagster.refusals.detector import detect_refusal
 
 XSTEST_MODELS = ("gpt4", "llama2new", "llama2orig", "mistralguard", "mistralinstruct")
 TUNE_MODELS = ("gpt4", "llama2new", "llama2orig")  # Llama-2-70b-chat (two system prompts) and GPT-4

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from themis_dagster.lm_eval_bridge import conversions, loader
 from themis_dagster.stats import bootstrap_estimate
-from themis_dagster.tasks.lm_eval_bridge import conversions, loader
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams
 
 if TYPE_CHECKING:

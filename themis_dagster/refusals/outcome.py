@@ -28,7 +28,7 @@ from dataclasses import replace
 
 import polars as pl
 
-from themis_dagster.tasks.refusals.detector import FALLBACK_LANGUAGE, detect_refusal
+from themis_dagster.refusals.detector import FALLBACK_LANGUAGE, detect_refusal
 from themis_dagster.tasks.scoring import metric_by_subset_frame
 from themis_dagster.tasks.spec import Judgment, MetricValue, Response, TaskParams
 

@@ -4,7 +4,7 @@ A calibration set (``judging/calibration_sets.py``) holds human labels of one ki
 refusal); it checks the judge question that gives labels of that kind. A task's judge is asked
 through its task's own ``SecondOpinion`` (the same template, sampling settings and answer
 reading as in the task), so what is measured is the judge as the task uses it; the refusal
-judge (``tasks/refusals/judge.py``), which a task asks when it names a ``refusal_judge_model``,
+judge (``refusals/judge.py``), which a task asks when it names a ``refusal_judge_model``,
 is asked with its own settings there and here.
 
 ``calibrated_questions`` names, per calibration set, the task and question kind: the published
@@ -22,9 +22,9 @@ from themis_dagster.errors import ConfigError
 from themis_dagster.judging.calibration_sets import CalibrationRow, CalibrationSet, load_regard, load_xstest
 from themis_dagster.judging.correction import JudgeCalibration, JudgedValue
 from themis_dagster.judging.user_sets import DeclaredCsvSet, read_declared_sets
+from themis_dagster.refusals.judge import REFUSAL_KIND as REFUSAL
+from themis_dagster.refusals.judge import RefusalJudge
 from themis_dagster.settings import Settings
-from themis_dagster.tasks.refusals.judge import REFUSAL_KIND as REFUSAL
-from themis_dagster.tasks.refusals.judge import RefusalJudge
 from themis_dagster.tasks.spec import Judgment, MetricValue, Request
 
 
