@@ -15,8 +15,8 @@ import pytest
 
 from themis_dagster.cli import main
 from themis_dagster.importers import ImportValidationError
-from themis_dagster.importers.bbq import import_predictions
 from themis_dagster.tasks.bbq import generate_utils
+from themis_dagster.tasks.bbq.importer import import_predictions
 from themis_dagster.tasks.bbq.r_matching import first_two_words, match_prediction, normalise_prediction
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Response

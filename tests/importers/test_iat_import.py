@@ -10,8 +10,8 @@ import pytest
 from tests.tasks.test_iat_parser import GPT4O_DIR, IAT_DIR, requires_gpt4o
 from tests.tasks.test_iat_task import write_stimuli
 from themis_dagster.importers import ImportValidationError
-from themis_dagster.importers.iat import import_replies
 from themis_dagster.tasks.iat import utils
+from themis_dagster.tasks.iat.importer import import_replies
 from themis_dagster.tasks.iat.stimuli import MAIN_FILE, SYNONYM_FILE
 
 FRAMEWORK_HEADER = "model,temperature,category,dataset,variation,iteration,group0,group1,attributes,prompt,response"

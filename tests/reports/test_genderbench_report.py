@@ -13,10 +13,10 @@ from dagster import DagsterInstance, materialize
 
 from tests.conftest import make_resources
 from themis_dagster.assets import report_assets
-from themis_dagster.reports.genderbench_report import build_report, render_report
 from themis_dagster.resources import WarehouseResource
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 from themis_dagster.tasks.genderbench.marks import MVF, SECTIONS, aggregate_use_cases
+from themis_dagster.tasks.genderbench.report import build_report, render_report
 from themis_dagster.tasks.spec import MetricValue
 from themis_dagster.warehouse.frames import to_frame
 from themis_dagster.warehouse.partitions import replace_partition

@@ -20,7 +20,7 @@ from themis_dagster.tasks.bbq.judge import answered, unanswered
 from themis_dagster.tasks.bbq.metrics import ambiguous_bias_score, bias_score, compute_metrics
 from themis_dagster.tasks.bbq.parser import parse_answer
 from themis_dagster.tasks.loader import load_task
-from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Response
+from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Response, TaskInputs
 
 SETTINGS = Settings.from_env()
 CATEGORY_FILES = [
@@ -568,11 +568,10 @@ def test_intersectional_categories_load_and_a_missing_one_names_its_url(
     files = {f"{c}.jsonl": INTERSECTIONAL_DIR / f"{c}.jsonl" for c in ("Race_x_gender", "Race_x_SES")}
     items = load_items(files, BBQParams(categories=("Race_x_SES",)))
     assert [i.fields["target_loc"] for i in items] == [0, 2, -1]
-    monkeypatch.setenv("THEMIS_DATASETS_DIR", str(tmp_path / "mirror"))
-    monkeypatch.setenv("THEMIS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr("themis_dagster.datasets._download", _refuse)
+    inputs = TaskInputs(datasets_dir=tmp_path / "mirror", cache_dir=tmp_path / "cache")
     with pytest.raises(DatasetNotFoundError) as caught:
-        load_items({}, BBQParams(categories=("SES",)))
+        load_items({}, BBQParams(categories=("SES",)), inputs=inputs)
     assert "https://raw.githubusercontent.com/nyu-mll/BBQ/HEAD/data/SES.jsonl" in str(caught.value)
     assert str(tmp_path / "mirror" / "bbq" / "SES.jsonl") in str(caught.value)
 

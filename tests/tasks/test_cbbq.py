@@ -11,7 +11,7 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.tasks.cbbq import data, metrics
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.measures import Ratio
-from themis_dagster.tasks.spec import Response
+from themis_dagster.tasks.spec import Response, TaskInputs
 
 HEADER = (
     "\ufeffexample_id,question_index,question_polarity,context_condition,category,subcategory,"
@@ -69,10 +69,10 @@ def test_bad_input_fails_naming_the_field(tmp_path: Path, monkeypatch: pytest.Mo
         load_task("cbbq", {"categories": ["caste"]})
     with pytest.raises(Exception, match="absent"):
         load_task("cbbq", {"absent": ["race/ambig"]})
-    monkeypatch.setenv("THEMIS_DATASETS_DIR", str(tmp_path / "mirror"))
-    monkeypatch.setenv("THEMIS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr("themis_dagster.datasets._download", _refuse)
-    task = load_task("cbbq", {"categories": ["race"], "absent": []})
+    task = load_task("cbbq", {"categories": ["race"], "absent": []}).with_inputs(
+        TaskInputs(datasets_dir=tmp_path / "mirror", cache_dir=tmp_path / "cache")
+    )
     with pytest.raises(DatasetNotFoundError) as caught:
         task.module.load_items({}, task.params)
     assert str(tmp_path / "mirror" / "cbbq" / "data" / "race" / "ambiguous" / "ambiguous.csv") in str(caught.value)

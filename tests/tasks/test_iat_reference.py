@@ -19,8 +19,8 @@ from scipy.stats import ttest_1samp
 from tests.conftest import SETTINGS
 from tests.tasks.test_iat_parser import GPT4O_DIR, IAT_DIR, requires_gpt4o
 from tests.tasks.test_iat_task import write_stimuli
-from themis_dagster.importers.iat import import_replies
 from themis_dagster.tasks.iat import utils
+from themis_dagster.tasks.iat.importer import import_replies
 from themis_dagster.tasks.iat.reference import load_reference_lexicon, reference_score
 from themis_dagster.tasks.iat.stimuli import MAIN_FILE, SYNONYM_FILE
 from themis_dagster.tasks.spec import Judgment, TaskInputs

@@ -18,7 +18,6 @@ from dagster import DagsterInstance, materialize
 from tests.conftest import MIRROR, SETTINGS, make_resources, requires_mirror, write_overrides
 from themis_dagster.assets import augmentation_assets, evaluation_assets
 from themis_dagster.assets.evaluation import task_dataset
-from themis_dagster.assets.langbite_augmentation import augmentation_inputs
 from themis_dagster.datasets import load_catalog
 from themis_dagster.engines.dispatch import dispatch
 from themis_dagster.engines.fake import FakeEngine
@@ -27,6 +26,7 @@ from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_registry
 from themis_dagster.resources import EngineResource, FakeEngineResource, WarehouseResource
 from themis_dagster.tasks.langbite import augmentation
+from themis_dagster.tasks.langbite.assets import augmentation_inputs
 from themis_dagster.tasks.langbite.scenario import parse_scenario
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import TaskInputs

@@ -1,6 +1,6 @@
 """Refusals as an outcome (docs/refusals.md): every generation and chat task marks them, the metrics stage counts them.
 
-The unit tests drive ``tasks/refusals/outcome.py`` by hand; the graph tests send hand-made replies
+The unit tests drive ``refusals/outcome.py`` by hand; the graph tests send hand-made replies
 (a refusal in the task's language every third request, a letter otherwise) through the fake engine
 for every wired task and check the warehouse: each refusal recorded as ``refused``, counted in
 ``refused_rate``, left out of every ``<metric>_answered``, and the task's own metrics exactly what
@@ -25,12 +25,13 @@ from themis_dagster.assets import evaluation_assets
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
+from themis_dagster.refusals import detect_refusal, mark_refusal, mark_refusals, refusal_metrics, replies_by
+from themis_dagster.refusals.outcome import answered_name, marked
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
+from themis_dagster.tasks.family import sizes
 from themis_dagster.tasks.loader import load_task
-from themis_dagster.tasks.refusals import detect_refusal, mark_refusal, mark_refusals, refusal_metrics, replies_by
-from themis_dagster.tasks.refusals.outcome import answered_name, marked
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Response, TaskParams
 from themis_dagster.warehouse.frames import from_frame, to_frame
 from themis_dagster.warehouse.reads import read_partition
@@ -137,20 +138,7 @@ def test_judgments_without_a_reply_read_are_not_marked() -> None:
 
 # -- every wired task through the fake engine -----------------------------------------------------
 
-SIZES: dict[str, dict[str, object]] = {
-    "bbq_generate": {"limit": 9},
-    "esbbq_generate": {"limit": 6},
-    "cabbq_generate": {"limit": 6},
-    "mbbq_generate": {"limit": 1, "languages": ["en"], "categories": ["Age", "SES"]},
-    "kobbq_generate": {"limit": 2, "categories": ["age", "ses"]},
-    "cbbq_generate": {"limit": 2, "categories": ["gender", "region"]},
-    "crows_pairs_mc": {"limit": 6},
-    "iat": {"iterations": 1},
-    "gb_direct": {"limit": 6},
-    "langbite_example": {"limit": 6},
-    "bold": {"limit": 6},
-    "winobias_chat": {"limit": 6},
-}
+SIZES: dict[str, dict[str, object]] = sizes("refusal_test")  # each family's refusal_test sizes
 REFUSALS = {"esbbq_generate": SPANISH, "cabbq_generate": CATALAN}
 PER_ATTEMPT = {"gb_direct"}  # one judgment per request: item_id is the request id
 

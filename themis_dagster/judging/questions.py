@@ -25,6 +25,7 @@ from themis_dagster.judging.user_sets import DeclaredCsvSet, read_declared_sets
 from themis_dagster.refusals.judge import REFUSAL_KIND as REFUSAL
 from themis_dagster.refusals.judge import RefusalJudge
 from themis_dagster.settings import Settings
+from themis_dagster.tasks.family import load_families
 from themis_dagster.tasks.spec import Judgment, MetricValue, Request
 
 
@@ -39,11 +40,26 @@ class JudgeQuestion(NamedTuple):
     kind: str
 
 
-# The published calibration sets and the question each checks.
-CALIBRATED_QUESTIONS: dict[str, JudgeQuestion] = {
-    "regard": JudgeQuestion("bold", "regard"),
-    "xstest": JudgeQuestion(None, REFUSAL),
-}
+# The published calibration sets, each read by its loader (judging/calibration_sets.py).
+PUBLISHED_SETS = {"regard": load_regard, "xstest": load_xstest}
+
+
+def _published_questions() -> dict[str, JudgeQuestion]:
+    """The published calibration sets and the question each checks: the families' (``calibration_sets`` of their
+    ``family.yaml``: regard checks BOLD's regard question), then the refusal judge's (xstest)."""
+    questions: dict[str, JudgeQuestion] = {}
+    for family in load_families().values():
+        for name, question in family.spec.calibration_sets.items():
+            if name not in PUBLISHED_SETS:
+                raise ConfigError(
+                    f"family {family.name!r}: calibration_sets.{name}: no published calibration set of that name; "
+                    f"known: {', '.join(PUBLISHED_SETS)}"
+                )
+            questions[name] = JudgeQuestion(question.task, question.question)
+    return questions | {"xstest": JudgeQuestion(None, REFUSAL)}
+
+
+CALIBRATED_QUESTIONS: dict[str, JudgeQuestion] = _published_questions()
 
 
 @runtime_checkable
@@ -131,8 +147,7 @@ def load_calibration_set(
     the five models' 2,250 labelled replies, 2,240 once exact repeats are dropped; a user's declared CSV)."""
     if name in CALIBRATED_QUESTIONS:
         found = Settings(datasets_dir=datasets_dir, cache_dir=cache_dir)
-        load = load_regard if name == "regard" else load_xstest
-        return load(settings=found, allow_download=allow_download)
+        return PUBLISHED_SETS[name](settings=found, allow_download=allow_download)
     settings = settings or Settings.from_env()
     declared = declared_sets(settings)
     if name in declared:

@@ -30,14 +30,16 @@ Every row of every file is checked before anything is returned; problems raise
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from themis_dagster.importers import ImportedReplies, ImportValidationError
+from themis_dagster.importers import Imported, ImportedReplies, ImportRequest, ImportValidationError
 from themis_dagster.importers.jsonl import jsonl_objects
 from themis_dagster.importers.replies import REASONING_COLUMNS
 from themis_dagster.tasks.bbq.data import item_from_row, row_target
+from themis_dagster.tasks.bbq.generate_utils import R_IMPORT
 from themis_dagster.tasks.bbq.groups import read_additional_metadata, unknown_location
 from themis_dagster.tasks.spec import Item, Request, Response
 
@@ -127,3 +129,15 @@ def import_predictions(
         for item, prediction, reasoning in kept
     ]
     return ImportedReplies(items, requests, responses)
+
+
+def read(request: ImportRequest) -> Imported:
+    """``themis import bbq``: one prediction column of BBQ's results files, stored and scored as ``bbq_generate``."""
+    if not request.column:
+        raise ImportValidationError(["--column: required for 'themis import bbq' (e.g. unifiedqa-t5-11b_pred_race)"])
+    task = request.load_task("bbq_generate")
+    imported = import_predictions(
+        request.paths, request.column, lambda items: task.module.build_requests(items, task.params, task.templates)
+    )
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in request.paths)).hexdigest()
+    return Imported("bbq_generate", imported, digest, R_IMPORT)

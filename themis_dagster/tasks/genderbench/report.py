@@ -27,7 +27,7 @@ from themis_dagster.tasks.genderbench.marks import MARK_LETTERS, MVF, SECTIONS, 
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import MarkScale
 
-TEMPLATE_DIR = Path(__file__).parent / "templates"
+TEMPLATE_DIR = Path(__file__).parent  # genderbench_report.html.jinja, beside this module
 SECTION_TITLES = {
     "decision_making": "Decision-making",
     "creative_writing": "Creative writing",

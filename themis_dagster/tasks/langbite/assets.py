@@ -1,4 +1,6 @@
-"""LangBiTe's template augmentation as an asset: a generator model writes templates for a langbite task.
+"""LangBiTe's own assets (its family's ``assets``): the template augmentation and the three reports.
+
+``langbite_augmented_templates``: a generator model writes templates for a langbite task.
 
 Partitioned like the evaluation chain, ``model|task``, but here ``model`` is the *generator*: the
 registered model the task's ``template_augmentation.generator`` names. Its requests take the
@@ -12,28 +14,44 @@ task's augmentation key (``augmentation_inputs``) and hands them to the task's `
 Why a separate asset rather than generation inside the task's run: the generator is another
 model than the evaluated one, and its templates are data for every model evaluated on the
 scenario -- generated once, recorded, and reused, not regenerated per evaluated model.
+
+``langbite_reports``: LangBiTe's three reports (responses, evaluations, global evaluation) as
+warehouse tables (declared in the family's ``family.yaml``) and as CSV files with LangBiTe's column
+names, rebuilt with the other reports after new metrics.
 """
 
+import json
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
+import polars as pl
+from dagster import AssetDep, AssetExecutionContext, MaterializeResult, MetadataValue
 
 from themis_dagster.assets.answering import AnswerStats, answerer_for, answering_metadata
-from themis_dagster.assets.factory import ROW_COUNT, AssetResult, model_asset
+from themis_dagster.assets.factory import ROW_COUNT, AssetResult, model_asset, report_asset
+from themis_dagster.assets.families import DatasetInputs
 from themis_dagster.exchange import Request, Response
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.tasks.langbite import augmentation
+from themis_dagster.tasks.langbite.reports import langbite_reports as build_langbite_reports
+from themis_dagster.tasks.langbite.reports import write_reports
 from themis_dagster.tasks.langbite.utils import AUGMENTED_TEMPLATES
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.warehouse.frames import rows_frame
-from themis_dagster.warehouse.partitions import replace_partition
-from themis_dagster.warehouse.reads import table_exists
+from themis_dagster.tasks.spec import Judgment
+from themis_dagster.warehouse.frames import from_frame, rows_frame
+from themis_dagster.warehouse.partitions import replace_partition, replace_table
+from themis_dagster.warehouse.reads import read_partition, table_exists
 from themis_dagster.warehouse.schema import ensure_schema
 
 TABLE = "langbite_augmented_templates"
+REPORT_TABLES = {
+    "responses": "langbite_responses",
+    "evaluations": "langbite_evaluations",
+    "global_evaluation": "langbite_global_evaluation",
+}
 
 
 @model_asset(
@@ -125,3 +143,56 @@ def augmentation_inputs(warehouse: WarehouseResource, task: LoadedTask) -> dict[
     with warehouse.connect() as conn:
         rows = read_augmented_rows(conn, option.generator, key)
     return {} if rows is None else {AUGMENTED_TEMPLATES: rows}
+
+
+def _provider(config_json: str | None) -> str:
+    """The engine that produced the replies (LangBiTe's 'Provider'), from the run's stored config."""
+    try:
+        return str(json.loads(config_json or "{}")["engine"]["engine"])
+    except (ValueError, KeyError, TypeError):
+        return "imported"
+
+
+@report_asset(
+    description="LangBiTe's responses / evaluations / global evaluation reports, as tables and CSV files.",
+    deps=[AssetDep("bias_metrics")],
+    kinds=["duckdb", "csv"],
+)
+def langbite_reports(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
+    collected: dict[str, list[pl.DataFrame]] = {name: [] for name in REPORT_TABLES}
+    files: list[str] = []
+    with warehouse.connect() as conn:
+        partitions = conn.execute(
+            "SELECT DISTINCT j.model, j.task, (SELECT config FROM evaluation_runs r WHERE r.model = j.model "
+            "AND r.task = j.task ORDER BY materialized_at DESC LIMIT 1) FROM judgments j "
+            "WHERE j.task LIKE 'langbite%' ORDER BY 1, 2"
+        ).fetchall()
+        for model, task, config in partitions:
+            judged = from_frame("judgments", read_partition(conn, "judgments", model, task), Judgment)
+            reports = build_langbite_reports(judged, model, provider=_provider(config))
+            folder = Path(themis.exports_dir) / "langbite" / model / task
+            files += [str(path) for path in write_reports(reports, folder).values()]
+            for name, frame in reports.items():
+                collected[name].append(pl.from_pandas(frame).with_columns(pl.lit(task).alias("task")))
+    counts = {}
+    with warehouse.connect() as conn:
+        for name, table in REPORT_TABLES.items():
+            frames = collected[name]
+            if frames:
+                counts[table] = replace_table(conn, table, pl.concat(frames, how="diagonal_relaxed"))
+            else:
+                counts[table] = replace_table(conn, table, rows_frame(table, []))
+    return MaterializeResult(
+        metadata={
+            ROW_COUNT: counts.get("langbite_global_evaluation", 0),
+            "partitions": len(partitions),
+            "rows": MetadataValue.json(counts),
+            "csv_files": MetadataValue.json(files),
+        }
+    )
+
+
+ASSETS = [langbite_augmented_templates, langbite_reports]
+"""The family's assets: the generator's templates on demand (group langbite), the reports with the others."""
+DATASET_INPUTS = DatasetInputs(TABLE, augmentation_inputs)
+"""``task_dataset`` of a langbite task with ``template_augmentation`` reads its generator's templates."""

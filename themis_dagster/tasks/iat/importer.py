@@ -37,7 +37,8 @@ from typing import Any
 
 import pandas as pd
 
-from themis_dagster.importers import ImportedReplies, ImportValidationError
+from themis_dagster.datasets import resolve_file
+from themis_dagster.importers import Imported, ImportedReplies, ImportRequest, ImportValidationError
 from themis_dagster.importers.replies import REASONING_COLUMNS
 from themis_dagster.tasks.iat.stimuli import (
     MAIN_FILE,
@@ -311,3 +312,14 @@ def import_replies(paths: Sequence[Path], files: Mapping[str, Path]) -> Imported
     if validator.problems:
         raise ImportValidationError(list(validator.problems))
     return _as_rows(rows)
+
+
+def read(request: ImportRequest) -> Imported:
+    """``themis import iat``: the IAT framework's CSVs (or the published GPT-4o replies), stored as ``iat``."""
+    settings = request.settings
+    files = {
+        name: resolve_file("iat", name, datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir)
+        for name in (MAIN_FILE, SYNONYM_FILE)
+    }
+    imported = import_replies(request.paths, {name: f.path for name, f in files.items()})
+    return Imported("iat", imported, "+".join(f.sha256 for f in files.values()), "imported")
