@@ -179,27 +179,31 @@ def _load(root: Path) -> dict[str, Family]:
         folder = path.relative_to(root).parts[0]
         by_folder.setdefault(folder, []).append(task)
     folders = sorted({*by_folder, *(path.parent.name for path in root.glob(f"*/{FAMILY_FILE}"))})
-    families = {}
+    families = []
     for name in folders:
         family = Family(_read(root / name), root / name, tuple(sorted(by_folder.get(name, ()))))
         _check(family)
-        families[name] = family
-    return families
+        families.append(family)
+    return {family.name: family for family in sorted(families, key=lambda f: (f.spec.order, f.name))}
 
 
-def load_families(root: Path | None = None) -> dict[str, Family]:
+def load_families(root: Path | None = None) -> Mapping[str, Family]:
     """Every family, read and checked once, in display order (group order, then name).
 
     ``root``: the tasks folder (default ``tasks/``). Fails with a ConfigError naming the family and
     the field (module docstring).
     """
-    loaded = _load(root or FAMILIES_DIR)
-    return dict(sorted(loaded.items(), key=lambda item: (item[1].spec.order, item[0])))
+    return _load(root or FAMILIES_DIR)
+
+
+@cache
+def _by_task(root: Path) -> dict[str, Family]:
+    return {task: family for family in _load(root).values() for task in family.tasks}
 
 
 def family_of(task: str) -> Family | None:
     """The family a task belongs to (None: a task of no family, e.g. a report's pseudo-task)."""
-    return next((family for family in load_families().values() if task in family.tasks), None)
+    return _by_task(FAMILIES_DIR).get(task)
 
 
 def display_groups() -> tuple[str, ...]:
@@ -218,11 +222,14 @@ def sizes(kind: SizeKind) -> dict[str, dict[str, Any]]:
     return found
 
 
+@cache
+def _settings_metrics(root: Path) -> frozenset[str]:
+    return frozenset(m for family in _load(root).values() if (m := family.spec.report.settings_metric) is not None)
+
+
 def settings_metrics() -> frozenset[str]:
     """The metrics that record departed settings (``ReportSpec.settings_metric``), never measurements."""
-    return frozenset(
-        metric for family in load_families().values() if (metric := family.spec.report.settings_metric) is not None
-    )
+    return _settings_metrics(FAMILIES_DIR)
 
 
 def resolve(reference: Reference) -> Any:
