@@ -23,6 +23,14 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 PROFILE := data/run_profiles/default.yaml
 export THEMIS_TASK_OVERRIDES ?= $(CURDIR)/$(PROFILE)
 
+# CPU_ISA=avx2: every Python process of the target runs as on an AVX2-only CPU (torch, oneDNN and vLLM's
+# kernels capped; bench/cpu_isa/sitecustomize.py), to measure that path on an AVX-512 machine.
+CPU_ISA ?=
+ifneq ($(CPU_ISA),)
+export THEMIS_CPU_ISA := $(CPU_ISA)
+export PYTHONPATH := $(CURDIR)/bench/cpu_isa$(if $(PYTHONPATH),:$(PYTHONPATH),)
+endif
+
 .PHONY: setup system-deps run test test-fast dev ui lint format bench cluster-demo
 
 setup: $(STAMP) $(PROFILE)

@@ -2,8 +2,9 @@
 
 The tasks lm-eval 0.4.13 also has: CrowS-Pairs English, BBQ (the mirror's seven categories),
 Winogender, DiscrimEval explicit, EsBBQ and CaBBQ, at the sizes of ``bench/battery_sizes.yaml``.
-Ours: one ``themis run`` for all six tasks (one engine load, in-process vLLM bf16). The peer:
-one lm-eval invocation with its vLLM backend (bf16, same thread binding, same model folder)
+Ours: one ``themis run`` for all six tasks (one engine load, in-process vLLM at the default model's
+``dtype: auto``: bf16 where the CPU computes it natively, float32 elsewhere). The peer: one lm-eval
+invocation with its vLLM backend at the same dtype (same thread binding, same model folder)
 for the same six tasks, each its lm-eval definition (prompt, choices, scoring; read from the
 installed package) pointed at a JSONL of exactly the rows our sizes select, written from the
 mirror files (no download on either side).
@@ -13,7 +14,9 @@ an empty datasets cache on lm-eval's, so no answer is reused from an earlier rou
 sides alternate within a round and the first side alternates between rounds. Prints each
 round's times, where our time went (engine load, inference per task, the rest), every metric of
 both sides next to each other, and ends with the line
-``ratio lm-eval vLLM / ours: <median of the per-round ratios>x``.
+``ratio lm-eval vLLM / ours: <median of the per-round ratios>x``; the figures go to
+``bench/results/battery-<isa>.json``. On the AVX2 path of an AVX-512 machine: prefix the command
+with ``THEMIS_CPU_ISA=avx2 PYTHONPATH=bench/cpu_isa``.
 
     .venv/bin/python bench/battery.py [--rounds 3] [--sizes bench/battery_sizes.yaml] [--keep DIR]
 """
@@ -37,7 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.crows_pairs import lm_eval_tasks, timed  # noqa: E402
+from bench.results import write_result  # noqa: E402
 from themis_dagster.datasets import resolve_file  # noqa: E402
+from themis_dagster.engines.precision import resolve_dtype, this_gpu  # noqa: E402
 from themis_dagster.engines.vllm.engine import configure_cpu_threads  # noqa: E402
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models  # noqa: E402
 from themis_dagster.registry.weights import resolve_weights  # noqa: E402
@@ -217,8 +222,9 @@ def _headline(values: dict[str, Any]) -> dict[str, Any]:
     return {key.split(",")[0]: value for key, value in values.items() if key.endswith(",none") and "stderr" not in key}
 
 
-def print_metrics(ours: dict[str, dict[str, float]], theirs: dict[str, dict[str, Any]]) -> None:
-    """Every compared metric of both sides next to each other, with their difference."""
+def print_metrics(ours: dict[str, dict[str, float]], theirs: dict[str, dict[str, Any]]) -> float:
+    """Every compared metric of both sides next to each other, with their difference; returns the largest."""
+    largest = 0.0
     for task in TASKS:
         mapping = CROWS_METRICS if task == "crows_pairs" else PEER_TASKS[task][2]
         peer = theirs.get(peer_task_name(task), {})
@@ -226,7 +232,9 @@ def print_metrics(ours: dict[str, dict[str, float]], theirs: dict[str, dict[str,
             mine, other = ours.get(task, {}).get(metric), peer.get(peer_metric)
             both = isinstance(mine, float) and isinstance(other, (float, int))
             gap = f"{abs(mine - other):.2e}" if both else "-"  # type: ignore[operator]
+            largest = max(largest, abs(mine - other) if both else float("inf"))  # type: ignore[operator]
             print(f"  {task}.{metric}: ours {mine}  lm-eval {peer_metric} {other}  |diff| {gap}", flush=True)
+    return largest
 
 
 def main() -> None:
@@ -241,9 +249,13 @@ def main() -> None:
     sizes = load_overrides(args.sizes)
     configure_cpu_threads()  # every vLLM process (ours and lm-eval's) binds both cores the same way
     env = dict(os.environ)
-    model_args = (f"pretrained={weights.path},dtype=bfloat16,gpu_memory_utilization=0.3,"
+    dtype = resolve_dtype(spec, Path(weights.path), this_gpu())
+    print(f"both sides at {dtype.dtype} ({dtype.reason})", flush=True)
+    model_args = (f"pretrained={weights.path},dtype={dtype.dtype},gpu_memory_utilization=0.3,"
                   f"max_model_len=2048,seed={spec.engine.seed}")  # fmt: skip
     ratios: list[float] = []
+    times: dict[str, list[float]] = {"ours": [], "lm-eval vLLM backend": []}
+    largest_gaps: list[float] = []
     with tempfile.TemporaryDirectory(prefix="themis-battery-") as tmp:
         work = Path(args.keep) if args.keep else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -267,10 +279,24 @@ def main() -> None:
                     print(f"lm-eval vLLM backend (one invocation, six tasks; started {started}): {peer_s:.1f} s",
                           flush=True)  # fmt: skip
             ratios.append(peer_s / ours_s)
+            times["ours"].append(ours_s)
+            times["lm-eval vLLM backend"].append(peer_s)
             print(f"round {number}: ratio lm-eval vLLM / ours {ratios[-1]:.2f}x", flush=True)
-            print_metrics(ours_metrics, peer_metrics)
+            largest_gaps.append(print_metrics(ours_metrics, peer_metrics))
     print(f"per-round ratios: {', '.join(f'{r:.2f}x' for r in ratios)}", flush=True)
     print(f"ratio lm-eval vLLM / ours: {statistics.median(ratios):.2f}x", flush=True)
+    write_result(
+        "battery",
+        {
+            "dtype": dtype.dtype,
+            "dtype_reason": dtype.reason,
+            "items": counts,
+            "seconds": times,
+            "ratio_to_ours": {"lm-eval vLLM backend": statistics.median(ratios)},
+            "largest_metric_difference": max(largest_gaps),
+            "metrics": {"ours": ours_metrics, "lm-eval vLLM backend": peer_metrics},
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -1,26 +1,30 @@
-"""Benchmark: the full `crows_pairs` partition vs lm-eval on the same model and file.
+"""Benchmark: the full `crows_pairs` partition vs lm-eval on the same model, file and dtype.
 
 Times, in one run and end to end (process start, model load, inference, scoring, exit):
   - ours, cold: `themis run --task crows_pairs --skip-reports` (the partition's five assets
-    through the Dagster job, vLLM in the run's process) with a fresh warehouse and instance;
+    through the Dagster job, vLLM in the run's process) with a fresh warehouse and instance, at
+    the default model's `dtype: auto` (bf16 where the CPU computes it natively, float32 elsewhere)
+    or at `--dtype`;
   - ours, vLLM server mode (`THEMIS_ENGINE=vllm-server`): one run that starts `vllm serve`,
     then the run that matters, a new process attaching to the warm server;
-  - peers: lm-eval 0.4.13 with its HF backend (`--model hf`, batch 16) as lm-eval runs it
-    by default (`dtype=auto`: the model's own dtype, bf16 for the default model; peer
-    `hf`) and in fp32 (peer `hf-fp32`), and with its vLLM backend (`--model vllm`, bf16,
-    through bench/lm_eval_vllm.py; peer `vllm`), on the same model folder and the same
-    1508-pair CSV, via an lm-eval task YAML that is crows_pairs_english over the mirror.
+  - peers, lm-eval 0.4.13 on the same model folder and the same 1508-pair CSV (an lm-eval task
+    YAML that is crows_pairs_english over the mirror): its vLLM backend at its default dtype
+    (`auto`: the model's own, bf16; peer `vllm`) and at float32 (peer `vllm-fp32`), through
+    bench/lm_eval_vllm.py; its HF backend in fp32 (peer `hf-fp32`, batch 16) and, on request, at
+    its default dtype (peer `hf`: bf16, which an AVX2-only CPU emulates).
 Every vLLM process gets the same thread binding (both cores). Prints each time, where our
-seconds went (engine vs everything else), the ratios, and every run's metrics (ours and
-lm-eval's vLLM backend agree to every digit; HF in fp32 is within 0.003 of them, HF in
-bf16 takes its log-softmax in bf16 and is not).
+seconds went (engine vs everything else), the ratios, and every run's metrics; ours and the
+lm-eval vLLM peer at the same dtype must agree to every digit (said in a line), and HF in fp32
+is within 0.003 of float32 vLLM.
 
-With ``--rounds N`` it times ours and each peer N times, interleaved (the server mode in the
-first round only), and ends with each contender's best and median and the median of the
-per-round ratios: this machine's speed drifts by a third between runs.
+Run it on the AVX2 path of an AVX-512 machine with `THEMIS_CPU_ISA=avx2 PYTHONPATH=bench/cpu_isa`
+(every process of the bench, lm-eval's included, then runs as on an AVX2-only CPU). With
+``--rounds N`` it times ours and each peer N times, interleaved (the server mode in the first
+round only), and ends with each contender's best and median and the median of the per-round
+ratios. The figures go to ``bench/results/crows_pairs-<isa>.json`` (bench/results.py).
 
-    .venv/bin/python bench/crows_pairs.py [--rounds 3] [--peers hf,hf-fp32,vllm] [--hf-batch-size 16]
-        [--no-warm] [--keep DIR]
+    .venv/bin/python bench/crows_pairs.py [--rounds 3] [--peers hf-fp32,vllm,vllm-fp32] [--dtype float32]
+        [--hf-batch-size 16] [--no-warm] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.results import write_result  # noqa: E402
 from themis_dagster.datasets import resolve_file  # noqa: E402
+from themis_dagster.engines.precision import config_dtype, resolve_dtype, this_gpu  # noqa: E402
 from themis_dagster.engines.vllm.engine import configure_cpu_threads  # noqa: E402
 from themis_dagster.engines.vllm.server import VLLMServerManager  # noqa: E402
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models  # noqa: E402
@@ -131,9 +137,27 @@ def lm_eval_tasks(work: Path, data_file: Path) -> Path:
     return tasks
 
 
-# lm-eval's HF peers: peer name -> (the `dtype` model argument, how the report names it).
+# lm-eval's peers: peer name -> (backend, the `dtype` model argument, how the report names it).
 # `auto` is lm-eval's default: the dtype in the model's config.json (bf16 for the default model).
-HF_PEERS = {"hf": ("auto", "lm-eval's default dtype=auto, bf16"), "hf-fp32": ("float32", "fp32")}
+PEERS = {
+    "hf": ("hf", "auto", "lm-eval HF backend (its default dtype=auto: bf16)"),
+    "hf-fp32": ("hf", "float32", "lm-eval HF backend (fp32)"),
+    "vllm": ("vllm", "auto", "lm-eval vLLM backend (its default dtype=auto: bf16)"),
+    "vllm-fp32": ("vllm", "float32", "lm-eval vLLM backend (float32)"),
+}
+DEFAULT_PEERS = "hf-fp32,vllm,vllm-fp32"
+
+
+def models_file_at(dtype: str, folder: Path, models_file: Path) -> Path:
+    """The project's models file with every model at ``dtype``."""
+    import yaml
+
+    data = yaml.safe_load(models_file.read_text())
+    for model in data["models"]:
+        model["dtype"] = dtype
+    path = folder / f"models-{dtype}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 def run_lm_eval(
@@ -186,9 +210,8 @@ def summarize(times: dict[str, list[float]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--peers", default=",".join(HF_PEERS) + ",vllm", help="comma-separated peers to time: hf, hf-fp32, vllm"
-    )
+    parser.add_argument("--peers", default=DEFAULT_PEERS, help=f"comma-separated peers: {', '.join(PEERS)}")
+    parser.add_argument("--dtype", help="run ours at this dtype (default: the registry's, dtype: auto)")
     parser.add_argument("--hf-batch-size", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=1, help="time ours and every peer this many times, interleaved")
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the vLLM server-mode runs")
@@ -196,61 +219,82 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings.from_env()
     spec = load_models(settings.models_file)[DEFAULT_MODEL_ID]
+    if args.dtype:
+        spec = spec.model_copy(update={"dtype": args.dtype})
     weights = resolve_weights(spec, settings.models_dir, settings.cache_dir)
+    ours_dtype = resolve_dtype(spec, Path(weights.path), this_gpu())
+    auto_dtype = config_dtype(Path(weights.path)) or "bfloat16"  # what lm-eval's dtype=auto loads the model in
     data_file = resolve_file("crows_pairs", "crows_pairs_anonymized.csv",
                              datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir).path  # fmt: skip
     # every vLLM process (ours and lm-eval's) gets the same thread binding: both cores
     configure_cpu_threads()
     env = dict(os.environ)
     print(f"VLLM_CPU_OMP_THREADS_BIND={env.get('VLLM_CPU_OMP_THREADS_BIND', '')} for every run", flush=True)
+    print(f"ours at {ours_dtype.dtype} ({ours_dtype.reason})", flush=True)
     peers = args.peers.split(",")
-    unknown = sorted(set(peers) - {*HF_PEERS, "vllm"})
+    unknown = sorted(set(peers) - set(PEERS))
     if unknown:
-        parser.error(f"--peers: unknown peer(s) {', '.join(unknown)}; choose from hf, hf-fp32, vllm")
+        parser.error(f"--peers: unknown peer(s) {', '.join(unknown)}; choose from {', '.join(PEERS)}")
     times: dict[str, list[float]] = {"ours": []}
+    metrics: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="themis-bench-") as tmp:
         work = Path(args.keep) if args.keep else Path(tmp)
         if args.keep:
             work.mkdir(parents=True)
+        if args.dtype:
+            env["THEMIS_MODELS_FILE"] = str(models_file_at(args.dtype, work, settings.models_file))
         for round_number in range(1, args.rounds + 1):
             tag = f"_r{round_number}" if args.rounds > 1 else ""
             if args.rounds > 1:
                 print(f"round {round_number} of {args.rounds}", flush=True)
-            split, ours_metrics = run_ours(work, env, f"ours{tag}")
+            split, metrics["ours"] = run_ours(work, env, f"ours{tag}")
             ours_s = split["total"]
             times["ours"].append(ours_s)
-            report_ours("ours (themis run --task crows_pairs, in-process vLLM bf16, cold)", split, ours_metrics)
+            report_ours(f"ours (themis run --task crows_pairs, in-process vLLM {ours_dtype.dtype}, cold)",
+                        split, metrics["ours"])  # fmt: skip
             warm = None
             if args.warm and round_number == 1:
                 # the vLLM server mode: the first run starts `vllm serve`, the second attaches to it warm
                 starting, _ = run_ours(work, env, "ours_server_start", engine="vllm-server")
                 report_ours("ours, vLLM server mode, run that starts the server", starting, {})
-                warm, warm_metrics = run_ours(work, env, "ours_server_warm", engine="vllm-server")
-                report_ours("ours, vLLM server mode, next run (warm server)", warm, warm_metrics)
+                warm, metrics["ours (vLLM server mode)"] = run_ours(work, env, "ours_server_warm", engine="vllm-server")
+                report_ours("ours, vLLM server mode, next run (warm server)", warm, metrics["ours (vLLM server mode)"])
+                times.setdefault("ours (vLLM server mode, warm)", []).append(warm["total"])
                 VLLMServerManager(work / "servers").stop(DEFAULT_MODEL_ID)
-            for peer, (dtype, described) in HF_PEERS.items():
-                if peer not in peers:
-                    continue
-                model_args = f"pretrained={weights.path},dtype={dtype}"
-                hf_s, hf_metrics = run_lm_eval(work, env, "hf", model_args, data_file, str(args.hf_batch_size),
-                                               f"_{dtype}{tag}")  # fmt: skip
-                label = f"lm-eval HF backend ({described}, batch {args.hf_batch_size})"
-                times.setdefault(label, []).append(hf_s)
-                print(f"peer {label}: {hf_s:.1f} s  {hf_metrics}", flush=True)
-                print(f"ratio {label} / ours: {hf_s / ours_s:.2f}x", flush=True)
+            for peer in peers:
+                backend, dtype, label = PEERS[peer]
+                if backend == "hf":
+                    model_args, batch = f"pretrained={weights.path},dtype={dtype}", str(args.hf_batch_size)
+                else:
+                    model_args = (f"pretrained={weights.path},dtype={dtype},gpu_memory_utilization=0.3,"
+                                  f"max_model_len=2048,seed={spec.engine.seed}")  # fmt: skip
+                    batch = "auto"
+                peer_s, metrics[label] = run_lm_eval(work, env, backend, model_args, data_file, batch, f"_{peer}{tag}")
+                times.setdefault(label, []).append(peer_s)
+                print(f"peer {label}: {peer_s:.1f} s  {metrics[label]}", flush=True)
+                print(f"ratio {label} / ours: {peer_s / ours_s:.2f}x", flush=True)
                 if warm is not None:
-                    print(f"ratio {label} / ours with a warm server: {hf_s / warm['total']:.2f}x", flush=True)
-            if "vllm" in peers:
-                model_args = (f"pretrained={weights.path},dtype=bfloat16,gpu_memory_utilization=0.3,"
-                              f"max_model_len=2048,seed={spec.engine.seed}")  # fmt: skip
-                vllm_s, vllm_metrics = run_lm_eval(work, env, "vllm", model_args, data_file, "auto", tag)
-                times.setdefault("lm-eval vLLM backend (bf16)", []).append(vllm_s)
-                print(f"peer lm-eval vLLM backend (bf16): {vllm_s:.1f} s  {vllm_metrics}", flush=True)
-                print(f"ratio lm-eval vLLM / ours: {vllm_s / ours_s:.2f}x", flush=True)
-                if warm is not None:
-                    print(f"ratio lm-eval vLLM / ours with a warm server: {vllm_s / warm['total']:.2f}x", flush=True)
+                    print(f"ratio {label} / ours with a warm server: {peer_s / warm['total']:.2f}x", flush=True)
+                same = (auto_dtype if dtype == "auto" else dtype) == ours_dtype.dtype
+                if backend == "vllm" and same:
+                    equal = all(metrics[label].get(key) == value for key, value in metrics["ours"].items())
+                    print(f"ours and {label} at the same dtype ({ours_dtype.dtype}): metrics "
+                          f"{'equal to every digit' if equal else 'DIFFER'}", flush=True)  # fmt: skip
         if args.rounds > 1:
             summarize(times)
+    figures = {
+        "ours_dtype": ours_dtype.dtype,
+        "ours_dtype_reason": ours_dtype.reason,
+        "seconds": times,
+        "median_seconds": {name: statistics.median(values) for name, values in times.items()},
+        "ratio_to_ours": {
+            name: statistics.median([theirs / mine for theirs, mine in zip(values, times["ours"], strict=True)])
+            for name, values in times.items()
+            if name.startswith("lm-eval")
+        },
+        "metrics": metrics,
+    }
+    write_result("crows_pairs", figures)
 
 
 if __name__ == "__main__":

@@ -140,7 +140,14 @@ def test_chain_materializes_and_rerun_replaces(tmp_path: Path, instance: Dagster
             [MODEL, "crows_pairs"],
         ).fetchall()
         history = conn.execute("SELECT count(DISTINCT run_id) FROM metric_history").fetchone()[0]
+        precision = conn.execute(
+            "SELECT dtype, dtype_reason, device, declared_dtype FROM model_precision WHERE model = ? AND task = ?",
+            [MODEL, "crows_pairs"],
+        ).fetchall()
     assert counts == {"task_items": 12, "prompts": 24, "responses": 24, "judgments": 12}
+    # the default model declares dtype: auto; the answers were computed in what it resolved to here, and why
+    assert len(precision) == 1 and precision[0][3] == "auto" and precision[0][2] == "cpu"
+    assert precision[0][0] in ("bfloat16", "float32") and precision[0][1].startswith("auto on CPU: the CPU")
     assert headline == [("likelihood_diff", 12), ("pct_stereotype", 12)]
     assert history == 2  # every materialization is kept in the history
 
@@ -148,7 +155,8 @@ def test_chain_materializes_and_rerun_replaces(tmp_path: Path, instance: Dagster
     assert materialization is not None
     metadata = materialization.asset_materialization.metadata  # type: ignore[union-attr]
     for key in ("model_id", "model_revision", "weights_sha256", "library_versions", "task_fingerprint",
-                "tokens_per_second", "duration_seconds", "code_version", "seed", "generation_params"):  # fmt: skip
+                "tokens_per_second", "duration_seconds", "code_version", "seed", "generation_params", "dtype",
+                "dtype_reason"):  # fmt: skip
         assert key in metadata, key
     dataset_event = instance.get_latest_materialization_event(evaluation_assets[0].key)
     assert dataset_event is not None

@@ -290,7 +290,8 @@ def test_a_null_json_column_reads_as_the_field_default(conn: duckdb.DuckDBPyConn
 def test_views_exist(conn: duckdb.DuckDBPyConnection) -> None:
     views = {row[0] for row in conn.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     assert {"metrics", "headline_metrics", "parse_failures", "judgment_drilldown", "metric_drilldown",
-            "metric_trend", "leaderboard_view", "parse_rates", "partition_status", "refusals"} <= views  # fmt: skip
+            "metric_trend", "leaderboard_view", "parse_rates", "partition_status", "refusals",
+            "model_precision"} <= views  # fmt: skip
     columns = [row[0] for row in conn.execute("DESCRIBE metrics").fetchall()]
     assert columns == [
         "model", "task", "subset", "metric", "value", "ci_low", "ci_high", "n", "materialized_at",

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -32,6 +33,7 @@ from themis_dagster.columnar.fingerprints import cacheable_rows, request_fingerp
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.dispatch import DispatchStats, dispatch
 from themis_dagster.engines.fingerprint import model_fingerprint
+from themis_dagster.engines.precision import DtypeChoice, resolved
 from themis_dagster.exchange import Request, Response
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
@@ -306,6 +308,7 @@ class Answerer:
     model_fingerprint: str | None
     chunk_size: int
     commit_interval_s: float = 10.0
+    precision: DtypeChoice | None = None  # the dtype the answers are computed in here (engines/precision.py)
 
     def answer_frame(self, prompts: pl.DataFrame, *, retries: int) -> tuple[pl.DataFrame, AnswerStats]:
         """``answer_frame`` for this model: the responses frame of a partition's prompt rows."""
@@ -340,6 +343,7 @@ def answerer_for(
     Its answers are cached under the model's fingerprint (weights, output-changing settings, the
     engine's identity) when the platform's request cache is on.
     """
+    spec, precision = resolved(spec, Path(weights.path))  # dtype: auto made concrete here, so it is in the key
     fingerprint = model_fingerprint(spec, weights, engine.output_identity()) if themis.request_cache else None
     return Answerer(
         model_id=spec.id,
@@ -348,4 +352,5 @@ def answerer_for(
         model_fingerprint=fingerprint,
         chunk_size=themis.request_chunk_size,
         commit_interval_s=themis.commit_interval_s,
+        precision=precision,
     )

@@ -229,6 +229,7 @@ def raw_responses(
         "task": task.spec.model_dump(mode="json"),
         "task_params": task.params.model_dump(mode="json"),
         "engine": info.__dict__ if info is not None else identity | {"loaded": False},
+        "precision": answerer.precision.__dict__ if answerer.precision is not None else None,
         "code_version": code_version(),
     }
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -260,6 +261,11 @@ def raw_responses(
                 else {}
             ),
             "engine": info.engine if info is not None else f"{identity['engine']} (not loaded: every answer reused)",
+            **(
+                {"dtype": answerer.precision.dtype, "dtype_reason": answerer.precision.reason}
+                if answerer.precision is not None
+                else {}
+            ),
             "engine_settings": MetadataValue.json(json.loads(json.dumps(info.settings if info else {}, default=str))),
             "library_versions": MetadataValue.json(info.versions if info is not None else {}),
             "engine_load_seconds": round(info.load_seconds, 2) if info is not None and loaded_now else 0.0,

@@ -21,6 +21,7 @@ from themis_dagster.cli import (
     cache,
     common,
     compare,
+    doctor,
     import_,
     leaderboard,
     models,
@@ -33,7 +34,19 @@ from themis_dagster.errors import ConfigError
 
 __all__ = ["build_parser", "console_main", "main"]
 
-SUBCOMMANDS = (run, backfill, models, sql, import_, snapshot, cache, compare, leaderboard, ui)  # in --help's order
+SUBCOMMANDS = (
+    run,
+    backfill,
+    models,
+    sql,
+    import_,
+    snapshot,
+    cache,
+    compare,
+    leaderboard,
+    ui,
+    doctor,
+)  # in --help's order
 
 
 def build_parser() -> argparse.ArgumentParser:

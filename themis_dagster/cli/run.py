@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 import uuid
@@ -16,6 +17,7 @@ from themis_dagster.cli.common import (
     print_leaderboard,
     tasks_with_data,
 )
+from themis_dagster.cli.interrupts import Interrupted, Interruptions
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
 from themis_dagster.settings import Settings
 
@@ -40,7 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
     from themis_dagster.definitions import build_definitions
-    from themis_dagster.partitions import calibration_key, evaluation_key, register_models
+    from themis_dagster.partitions import calibration_key, register_models
     from themis_dagster.resources.engine import shutdown_warm_engines
     from themis_dagster.runs.orphans import fail_dead_runs
     from themis_dagster.runs.owner import owner_tags
@@ -65,51 +67,81 @@ def cmd_run(args: argparse.Namespace) -> int:
     register_models(instance, list(dict.fromkeys([args.model, *(judge for judge, _ in calibrations)])))
     defs = build_definitions(settings, keep_warm=True)
     job = defs.resolve_job_def("evaluate")
-    failed = []
-    try:
-        # judges first: a task's bias_metrics reports its judged metrics beside the calibration it finds
-        for judge, calibration_set in calibrations:
-            failed += _calibrate(defs, instance, judge, calibration_set, calibration_key(judge, calibration_set))
-        for task in tasks:
-            started = time.perf_counter()
-            run_id = str(uuid.uuid4())
-            result = job.execute_in_process(
-                partition_key=evaluation_key(args.model, task),
-                instance=instance,
-                raise_on_error=False,
-                run_config=QUIET_LOGS,
-                run_id=run_id,
-                tags=owner_tags(run_id),  # from its creation, so a kill at any point is recognised (runs.orphans)
-            )
-            status = "ok" if result.success else "FAILED"
-            engine_note = ""
-            for event in result.asset_materializations_for_node("raw_responses"):
-                meta = event.metadata
-                load = meta.get("engine_load_seconds")
-                engine_note = (
-                    f" (engine: load {load.value if load else 0} s, inference {meta['engine_seconds'].value} s)"
+    failed: list[str] = []
+    current = "the judge calibrations"
+    with Interruptions() as stops:
+        try:
+            # judges first: a task's bias_metrics reports its judged metrics beside the calibration it finds
+            for judge, calibration_set in calibrations:
+                current = f"judge_calibration {calibration_set}|{judge}"
+                failed += _calibrate(defs, instance, judge, calibration_set, calibration_key(judge, calibration_set))
+                stops.check(current)
+            for task in tasks:
+                current = f"{args.model}|{task}"
+                if not _evaluate(job, instance, args.model, task):
+                    failed.append(task)
+                stops.check(current)
+                if engine_pool_in_use(instance):  # another run waits for (or holds) the engine pool:
+                    shutdown_warm_engines()  # do not keep a second engine in memory (one GPU) meanwhile
+            if not args.skip_reports:
+                current = "the reports"
+                run_id = str(uuid.uuid4())
+                defs.resolve_job_def("reports").execute_in_process(
+                    instance=instance, run_config=QUIET_LOGS, run_id=run_id, tags=owner_tags(run_id)
                 )
-            elapsed = time.perf_counter() - started
-            print(f"[themis] {args.model}|{task}: {status} in {elapsed:.1f} s{engine_note}", flush=True)
-            if not result.success:
-                failed.append(task)
-            if engine_pool_in_use(instance):  # another run waits for (or holds) the engine pool:
-                shutdown_warm_engines()  # do not keep a second engine in memory (one GPU) meanwhile
-        if not args.skip_reports:
-            run_id = str(uuid.uuid4())
-            defs.resolve_job_def("reports").execute_in_process(
-                instance=instance, run_config=QUIET_LOGS, run_id=run_id, tags=owner_tags(run_id)
-            )
-    finally:
-        started = time.perf_counter()
-        shutdown_warm_engines(process_exiting=common.QUICK_EXIT)
-        print(f"[themis] engines shut down in {time.perf_counter() - started:.1f} s", flush=True)
+                stops.check(current)
+        except KeyboardInterrupt:  # a signal outside Dagster's steps (between tasks, while loading)
+            stops.stopping()
+            seen = stops.received()
+            interrupted: Interrupted | None = Interrupted(seen[0] if seen else signal.SIGINT, current)
+        except Interrupted as stopped:
+            interrupted = stopped
+        else:
+            interrupted = None
+        finally:
+            started = time.perf_counter()
+            shutdown_warm_engines(process_exiting=common.QUICK_EXIT)
+            print(f"[themis] engines shut down in {time.perf_counter() - started:.1f} s", flush=True)
+    if interrupted is not None:
+        print(
+            f"[themis] {interrupted}: stopped; the answers committed so far are kept, and running the same "
+            "command again sends only what was not answered",
+            file=sys.stderr,
+            flush=True,
+        )
+        return interrupted.exit_code
     if not args.skip_reports:
         print_leaderboard(settings.warehouse)
     if failed:
         print(f"[themis] failed tasks: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _evaluate(job: Any, instance: Any, model: str, task: str) -> bool:
+    """One Dagster run of the ``evaluate`` job for ``model|task``; prints its outcome and engine times."""
+    from themis_dagster.partitions import evaluation_key
+    from themis_dagster.runs.owner import owner_tags
+
+    started = time.perf_counter()
+    run_id = str(uuid.uuid4())
+    result = job.execute_in_process(
+        partition_key=evaluation_key(model, task),
+        instance=instance,
+        raise_on_error=False,
+        run_config=QUIET_LOGS,
+        run_id=run_id,
+        tags=owner_tags(run_id),  # from its creation, so a kill at any point is recognised (runs.orphans)
+    )
+    status = "ok" if result.success else "FAILED"
+    engine_note = ""
+    for event in result.asset_materializations_for_node("raw_responses"):
+        meta = event.metadata
+        load = meta.get("engine_load_seconds")
+        engine_note = f" (engine: load {load.value if load else 0} s, inference {meta['engine_seconds'].value} s)"
+    elapsed = time.perf_counter() - started
+    print(f"[themis] {model}|{task}: {status} in {elapsed:.1f} s{engine_note}", flush=True)
+    return bool(result.success)
 
 
 def _calibrate(defs: Any, instance: Any, judge: str, calibration_set: str, partition_key: Any) -> list[str]:

@@ -74,6 +74,8 @@ def model_fingerprint(spec: ModelSpec, weights: ResolvedWeights, engine: Mapping
     }
     declared = spec.model_dump(mode="json", exclude=left_out)
     declared["engine"] = {k: v for k, v in declared["engine"].items() if k not in SPEED_ONLY_ENGINE_ARGS}
+    if not declared["engine"].get("batch_invariant"):  # off: the fingerprint of every model declared before it
+        declared["engine"].pop("batch_invariant", None)
     source = spec.source.model_dump(mode="json") if isinstance(spec.source, ApiSource) else None
     return _sha256(
         {

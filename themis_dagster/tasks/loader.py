@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from themis_dagster.engines.precision import check_batch_invariant, this_gpu
 from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.registry.models import get_model, load_registry
 from themis_dagster.settings import Settings
@@ -267,11 +268,14 @@ def load_task(
 def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> None:
     """Fail fast, before any engine starts: models file, model id, task names and parameters."""
     models = load_registry(settings.models_file, settings.discovered_models_file)
-    get_model(models, model_id)
+    engaged = [get_model(models, model_id)]
     overrides = load_overrides(settings.task_overrides_file)
     for task in tasks:
         if judge_model := load_task(task, overrides.get(task), models=models).judge_model:
-            get_model(models, judge_model)
+            engaged.append(get_model(models, judge_model))
+    for spec in engaged:  # settings this device cannot honour (engines/precision.py)
+        if spec.engine.batch_invariant:
+            check_batch_invariant(spec, this_gpu())
 
 
 def tasks_with_local_data(

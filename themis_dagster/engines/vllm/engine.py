@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from themis_dagster.engines.base import AnswerSink, EngineInfo, UnknownAnswerError
+from themis_dagster.engines.precision import (
+    DtypeChoice,
+    check_batch_invariant,
+    engine_environment,
+    resolve_dtype,
+    this_cpu,
+    this_gpu,
+)
 from themis_dagster.engines.reasoning import ReasoningSplitter, reasoning_params
 from themis_dagster.engines.tokenization import encode_pair, truncate_left
 from themis_dagster.engines.vllm.kv_cache import GIB, cpu_default_kv_cache_bytes
@@ -56,6 +65,25 @@ def configure_cpu_threads() -> None:
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = f"{cores[0]}-{cores[-1]}" if len(cores) > 1 else str(cores[0])
 
 
+def compile_cache_root() -> Path:
+    """Where vLLM keeps compiled models on a CPU host: one folder per instruction-set level.
+
+    vLLM keys its compile cache by model and settings, not by the CPU: a model compiled where
+    oneDNN has AVX-512 and bf16 fails to load on an AVX2-only CPU sharing the home folder
+    ("'NoneType' object is not subscriptable" in the model's forward). ``VLLM_CACHE_ROOT`` set by
+    the user wins.
+    """
+    if os.environ.get("VLLM_CACHE_ROOT"):
+        return Path(os.environ["VLLM_CACHE_ROOT"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "vllm" / this_cpu().isa_tag
+
+
+def configure_compile_cache() -> None:
+    """Point vLLM (and the servers and workers it starts) at this CPU's compile cache."""
+    os.environ["VLLM_CACHE_ROOT"] = str(compile_cache_root())
+
+
 def runs_in_process(spec: ModelSpec, on_gpu: bool) -> bool:
     """Whether the engine core runs in this process (see ``EngineArgs.in_process``)."""
     if spec.engine.in_process is not None:
@@ -72,8 +100,16 @@ def configure_process_mode(in_process: bool) -> None:
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0" if in_process else "1")
 
 
+def dtype_choice(spec: ModelSpec, model_path: str, on_gpu: bool) -> DtypeChoice:
+    """The dtype this host runs ``spec`` in (``engines/precision.py``: ``auto`` resolved per device)."""
+    return resolve_dtype(spec, Path(model_path), this_gpu() if on_gpu else None)
+
+
 def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, Any]:
-    """Map a validated ModelSpec onto ``vllm.LLM`` keyword arguments."""
+    """Map a validated ModelSpec onto ``vllm.LLM`` keyword arguments (its dtype resolved for this device)."""
+    gpu = this_gpu() if on_gpu else None
+    check_batch_invariant(spec, gpu)  # before any engine: vLLM has no batch-invariant mode on this device
+    dtype = resolve_dtype(spec, Path(model_path), gpu).dtype
     engine = spec.engine
     fraction = engine.gpu_memory_utilization
     if fraction is None:
@@ -81,7 +117,7 @@ def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, A
     kwargs: dict[str, Any] = {
         "model": model_path,
         "tokenizer": model_path,
-        "dtype": spec.dtype,
+        "dtype": dtype,
         "seed": engine.seed,
         "gpu_memory_utilization": fraction,
         "tensor_parallel_size": engine.tensor_parallel_size,
@@ -104,7 +140,7 @@ def engine_kwargs(spec: ModelSpec, model_path: str, on_gpu: bool) -> dict[str, A
         kwargs["block_size"] = block_size
     kv_cache_bytes = round(engine.kv_cache_gib * GIB) if engine.kv_cache_gib is not None else None
     if kv_cache_bytes is None and not on_gpu and engine.gpu_memory_utilization is None:
-        kv_cache_bytes = cpu_default_kv_cache_bytes(Path(model_path), spec.dtype, spec.max_model_len)
+        kv_cache_bytes = cpu_default_kv_cache_bytes(Path(model_path), dtype, spec.max_model_len)
     if kv_cache_bytes is not None:
         kwargs["kv_cache_memory_bytes"] = kv_cache_bytes
     if spec.lora is not None:
@@ -126,10 +162,13 @@ class VLLMEngine:
         on_gpu = has_cuda()
         if not on_gpu:
             configure_cpu_threads()
+            configure_compile_cache()
         in_process = runs_in_process(spec, on_gpu)
         configure_process_mode(in_process)
         # our vLLM plugin then batches prompt logprobs (engines/vllm/prompt_logprobs.py); export 0 to keep vLLM's loop
         os.environ.setdefault(ENV_SWITCH, "1")
+        kwargs = engine_kwargs(spec, model_path, on_gpu)  # checks the settings against the device first
+        os.environ.update(engine_environment(spec))  # VLLM_BATCH_INVARIANT, read when vLLM starts
         from vllm import LLM
 
         self.spec = spec
@@ -141,7 +180,8 @@ class VLLMEngine:
         self.per_request_seeds = on_gpu
         # nothing of this engine lives outside this process (an exported variable may have said otherwise)
         self.in_process = in_process and os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
-        kwargs = engine_kwargs(spec, model_path, on_gpu)
+        precision = dtype_choice(spec, model_path, on_gpu)
+        print(f"[themis] {spec.id}: dtype {precision.dtype} ({precision.reason})", file=sys.stderr, flush=True)
         if in_process:
             # the worker inside the engine core; vllm-cpu keeps "uni" only without multiprocessing
             kwargs["distributed_executor_backend"] = "uni"
@@ -177,6 +217,7 @@ class VLLMEngine:
                 self.chat_template = handle.read()
         settings = {key: value for key, value in kwargs.items() if key not in ("model", "tokenizer")}
         settings["device"] = "cuda" if on_gpu else "cpu"
+        settings["dtype_reason"] = precision.reason
         if not on_gpu:
             settings["VLLM_CPU_OMP_THREADS_BIND"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "")
         for variable in ("VLLM_ENABLE_V1_MULTIPROCESSING", ENV_SWITCH):

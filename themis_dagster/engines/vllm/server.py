@@ -50,7 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from themis_dagster.engines.vllm.engine import has_cuda
+from themis_dagster.engines.precision import engine_environment
+from themis_dagster.engines.vllm.engine import configure_compile_cache, has_cuda
 from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.vllm.serve_command import (
     ENTRY_POINT,
@@ -169,9 +170,10 @@ class VLLMServerManager:
         paths = self.paths(spec.id)
         model_path = str(Path(model_path).resolve())
         on_gpu = has_cuda()
-        env = {ENV_SWITCH: os.environ.get(ENV_SWITCH, "1")}
+        env = {ENV_SWITCH: os.environ.get(ENV_SWITCH, "1"), **engine_environment(spec)}
         if not on_gpu:
             env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_thread_binding()
+            configure_compile_cache()  # the server inherits it; a speed setting, so not in its fingerprint
         fingerprint = server_fingerprint(serve_argv(spec, model_path, 0, on_gpu), weights_sha256, env)
         with file_lock(paths.lock, timeout_s=startup_timeout_s + STOP_GRACE_S) as held:
             if not held:

@@ -125,3 +125,17 @@ SELECT model, task, count(*) AS judged, count(*) FILTER (WHERE parsed) AS parsed
        avg(CASE WHEN parsed THEN 1.0 ELSE 0.0 END) AS parse_success_rate
 FROM judgments
 GROUP BY model, task;
+
+-- The dtype each partition's answers were computed in (its latest raw_responses run): `dtype: auto`
+-- resolved for the device (bf16 only where the CPU or GPU computes it natively; engines/precision.py),
+-- with the reason, the device and what the models file declared.
+CREATE OR REPLACE VIEW model_precision AS
+SELECT model, task,
+       json_extract_string(config, '$.precision.dtype') AS dtype,
+       json_extract_string(config, '$.precision.reason') AS dtype_reason,
+       json_extract_string(config, '$.precision.device') AS device,
+       json_extract_string(config, '$.model.dtype') AS declared_dtype,
+       materialized_at
+FROM evaluation_runs
+WHERE json_extract_string(config, '$.precision.dtype') IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY model, task ORDER BY materialized_at DESC) = 1;
