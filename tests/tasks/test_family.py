@@ -180,32 +180,29 @@ GUIDE = Path(__file__).resolve().parents[2] / "docs" / "dev" / "task-authoring.m
 
 
 def role_table() -> dict[str, set[str]]:
-    """The guide's "One name per role" table: file name -> the families (or family/file paths) it lists."""
+    """The guide's "One name per role" table: file name -> its examples (families, or family/file paths)."""
     text = GUIDE.read_text(encoding="utf-8")
-    start = text.index("| file | role | families |")
+    start = text.index("| file | role | for example |")
     rows = [line for line in text[start:].split("\n\n", 1)[0].splitlines()[2:] if line.startswith("|")]
     table: dict[str, set[str]] = {}
     for row in rows:
-        file, _, families = (cell.strip() for cell in row.strip("|").split(" | "))
-        families = re.sub(r"\([^)]*\)", "", families)
-        listed = {name.strip() for name in families.split(",") if name.strip()}
-        if families.startswith("every family"):
-            but = families.removeprefix("every family").removeprefix(" but ")
-            listed = set(FAMILIES_FOUND) - {name.strip() for name in but.split(",") if name.strip()}
-        table[file.strip("`")] = listed
+        file, _, examples = (cell.strip() for cell in row.strip("|").split(" | "))
+        examples = re.sub(r"\([^)]*\)", "", examples)
+        listed = {name.strip() for name in examples.split(",") if name.strip()}
+        table[file.strip("`")] = set(FAMILIES_FOUND) if examples == "every family" else listed
     return table
 
 
 def test_the_role_table_is_the_families_files() -> None:
-    """Each role's row lists exactly the families whose folder holds that file; a file name that recurs has a row."""
+    """Every example holds its row's file; a file name several families use has a row (a new family edits nothing)."""
     table = role_table()
     folders = {name: family.folder for name, family in FAMILIES_FOUND.items()}
-    variants = {f"{name}/{path.name}" for name, folder in folders.items() for path in folder.glob("*_utils.py")}
-    assert table.pop("<variant>_utils.py") == variants
-    for file, listed in table.items():
-        assert listed == {name for name, folder in folders.items() if (folder / file).is_file()}, file
+    variants = table.pop("<variant>_utils.py")
+    assert variants and all((folders[path.split("/")[0]] / path.split("/")[1]).is_file() for path in variants)
+    for file, examples in table.items():
+        assert examples and all((folders[name] / file).is_file() for name in examples), file
     names = [path.name for folder in folders.values() for path in folder.glob("*.py") if path.name != "__init__.py"]
-    recurring = {name for name in names if names.count(name) > 1 and not name.endswith("_utils.py")}
+    recurring = {name for name in names if names.count(name) > 1}
     assert recurring <= set(table), "a file name several families use is a role: give it a row"
 
 
