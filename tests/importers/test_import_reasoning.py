@@ -156,7 +156,7 @@ def test_bbq_reasoning_of_another_type_fails_naming_the_row_and_column(tmp_path:
 def test_iat_replies_with_reasoning_are_withheld_and_refusal_aware(tmp_path: Path) -> None:
     import pandas as pd
 
-    from tests.tasks.test_iat_task import write_stimuli
+    from tests.tasks.iat.test_iat_task import write_stimuli
     from themis_dagster.columnar.reply_guard import guard_replies, relabel
     from themis_dagster.tasks.iat import utils
     from themis_dagster.tasks.iat.importer import import_replies

@@ -60,7 +60,7 @@ class TaskSizes(BaseModel):
         default=None, description="the reasoning model's test (tests/engines/vllm/test_reasoning_engine.py)"
     )
     refusal_test: dict[str, Any] | None = Field(
-        default=None, description="the refusing fake engine's test (tests/tasks/test_refusal_outcome.py)"
+        default=None, description="the refusing fake engine's test (tests/refusals/test_refusal_outcome.py)"
     )
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.tasks.test_iat_parser import GPT4O_DIR, IAT_DIR, requires_gpt4o
-from tests.tasks.test_iat_task import write_stimuli
+from tests.tasks.iat.test_iat_parser import GPT4O_DIR, IAT_DIR, requires_gpt4o
+from tests.tasks.iat.test_iat_task import write_stimuli
 from themis_dagster.importers import ImportValidationError
 from themis_dagster.tasks.iat import utils
 from themis_dagster.tasks.iat.importer import import_replies

@@ -31,7 +31,7 @@ from themis_dagster.tasks.langbite.scenario import parse_scenario
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import TaskInputs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "data" / "langbite" / "example_scenario.json"
 
 

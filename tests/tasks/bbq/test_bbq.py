@@ -509,7 +509,7 @@ def test_matches_a_pandas_transcription_of_the_r_script() -> None:
 
 
 # --- R-script target rules: Physical_appearance, intersectional categories, additional_metadata.csv
-INTERSECTIONAL_DIR = Path(__file__).parents[1] / "data" / "bbq_intersectional"
+INTERSECTIONAL_DIR = Path(__file__).parents[2] / "data" / "bbq_intersectional"
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from themis_dagster.tasks.genderbench import evaluators
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Response, TaskInputs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PINS = ROOT / "requirements" / "genderbench-parity.txt"
 VENV = ROOT / ".venv-gb"
 RUNNER = ROOT / "tests" / "genderbench_parity_runner.py"

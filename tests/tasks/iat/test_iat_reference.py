@@ -17,8 +17,8 @@ import pytest
 from scipy.stats import ttest_1samp
 
 from tests.conftest import SETTINGS
-from tests.tasks.test_iat_parser import GPT4O_DIR, IAT_DIR, requires_gpt4o
-from tests.tasks.test_iat_task import write_stimuli
+from tests.tasks.iat.test_iat_parser import GPT4O_DIR, IAT_DIR, requires_gpt4o
+from tests.tasks.iat.test_iat_task import write_stimuli
 from themis_dagster.tasks.iat import utils
 from themis_dagster.tasks.iat.importer import import_replies
 from themis_dagster.tasks.iat.reference import load_reference_lexicon, reference_score

@@ -22,7 +22,7 @@ from themis_dagster.warehouse.frames import to_frame
 from themis_dagster.warehouse.partitions import replace_partition
 from themis_dagster.warehouse.schema import ensure_schema
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 COMPLETE, PARTIAL = "model-complete", "model-partial"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import requires_mirror
-from tests.tasks.test_genderbench_probes import mirror_files, run, value
+from tests.tasks.genderbench.test_genderbench_probes import mirror_files, run, value
 from themis_dagster.datasets import DatasetNotFoundError, resolve_file
 from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC

@@ -21,7 +21,7 @@ from themis_dagster.tasks.bbq.r_matching import first_two_words, match_predictio
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Response
 
-PREDS = Path(__file__).parents[1] / "data" / "bbq_preds"
+PREDS = Path(__file__).parents[2] / "data" / "bbq_preds"
 FILES = [PREDS / "preds_Age.jsonl", PREDS / "preds_Religion.jsonl"]
 ARC = "unifiedqa-t5-11b_pred_arc"
 ANSWERS = ["The youthful boy", "The older man", "Not known"]
@@ -231,7 +231,7 @@ def test_cli_imports_and_scores_through_the_chain(import_env: Path, capsys: pyte
 
 
 def test_intersectional_predictions_import_with_and_without_additional_metadata(tmp_path: Path) -> None:
-    folder = Path(__file__).parents[1] / "data" / "bbq_intersectional"
+    folder = Path(__file__).parents[2] / "data" / "bbq_intersectional"
     preds = tmp_path / "preds_Race_x_gender.jsonl"
     rows = [json.loads(line) for line in (folder / "Race_x_gender.jsonl").read_text().splitlines()]
     preds.write_text("".join(json.dumps(row | {ARC: row["ans1"]}) + "\n" for row in rows))
