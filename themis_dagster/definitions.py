@@ -19,6 +19,7 @@ from themis_dagster.sensors import CheckpointWatchConfig, build_checkpoint_senso
 from themis_dagster.sensors.automation import build_automation_sensor
 from themis_dagster.sensors.dead_runs import build_dead_run_sensor
 from themis_dagster.settings import Settings
+from themis_dagster.tasks.family import load_families
 
 
 def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, object]:
@@ -56,6 +57,7 @@ def build_resources(settings: Settings, keep_warm: bool = False) -> dict[str, ob
 
 
 def build_definitions(settings: Settings | None = None, keep_warm: bool = False) -> Definitions:
+    load_families()  # every family declaration checked: an incomplete one fails here, naming family and field
     settings = settings or Settings.from_env()
     every = settings.sensor_interval_s
     return Definitions(

@@ -6,11 +6,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, Json, ValidationError
 
 from themis_dagster.errors import ConfigError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+FAMILIES_DIR = Path(__file__).resolve().parent / "tasks"
+"""Where the benchmark families live: one folder each, ``tasks/<family>/``, declared by its ``family.yaml``."""
 
 
 class Settings(BaseModel):
@@ -87,3 +90,21 @@ class Settings(BaseModel):
                 for item in error.errors()
             ]
             raise ConfigError("; ".join(problems)) from None
+
+
+def family_sections(key: str, root: Path = FAMILIES_DIR) -> dict[str, Any]:
+    """Every family declaration's ``key`` section as plain data, by family (folder name, sorted).
+
+    For the layers below the families, which read their part of a family as data: the dataset
+    catalogue its ``datasets``, the warehouse its ``tables``. The whole declaration is validated by
+    ``tasks/family.py`` when the definitions load; a file that is not YAML fails here, naming it.
+    """
+    found: dict[str, Any] = {}
+    for path in sorted(root.glob("*/family.yaml")):
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}: not valid YAML: {error}") from None
+        if isinstance(raw, dict) and raw.get(key) is not None:
+            found[path.parent.name] = raw[key]
+    return found

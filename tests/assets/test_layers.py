@@ -1,9 +1,16 @@
 """No import runs up the layers: every ``themis_dagster`` module imports only its own layer and those below.
 
-``LAYERS`` lists them bottom to top; lazy imports inside functions count too. ``evaluation`` (the
-chain's stages as plain functions over a task, frames and an answerer) sits on the tasks, engines
-and warehouse, below Dagster's ``partitions`` (which turn the running key into its typed key) and
-every reader of its rows, so the assets above only wire it;
+``LAYERS`` lists them bottom to top; lazy imports inside functions count too. ``tasks`` is the task
+contract (``tasks/*.py``: what a family implements, and the loader that finds families); the services
+the families share (refusal detection, the lm-eval bridge) sit on it, the task kinds a family may declare
+its ``TASK`` as (``kinds``: multiple choice, lettered chat) on those, and the families
+(``tasks/<family>/``) on top. ``judging`` (calibration sets, corrections for a judge's errors) is data and
+arithmetic below them all. A family's modules named after a platform role (``assets.py``,
+``importer.py``, ``report.py``: ``FAMILY_ROLES``) sit in that role's layer, so a family's Dagster assets
+may use the asset factory as the platform's own do, while the platform reaches them only through the
+family declarations (``tasks/family.py``). ``evaluation`` (the chain's stages as plain functions over a
+task, frames and an answerer) sits on the families, below Dagster's ``partitions`` (which turn the running
+key into its typed key) and every reader of its rows, so the assets above only wire it;
 ``backfills`` (what ``themis backfill`` and the explorer both queue) sits on the definitions, and the
 command line sits on the explorer (``themis ui`` serves it), so the explorer never imports the command line.
 """
@@ -26,6 +33,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("warehouse",),
     ("mitigations",),
     ("tasks",),
+    ("lm_eval_bridge", "refusals"),
+    ("kinds",),
+    ("families",),
     ("evaluation",),
     ("partitions",),
     ("comparisons",),
@@ -40,6 +50,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
 )
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+FAMILY_ROLES = {"assets": "assets", "importer": "importers", "report": "reports"}
+"""A family module named after a platform role, and the layer it sits in."""
 
 
 def _module(path: Path) -> str:
@@ -48,8 +60,11 @@ def _module(path: Path) -> str:
 
 
 def _top(module: str) -> str:
-    """The package (or top-level module) of ``themis_dagster`` a module belongs to."""
+    """The layer name of a ``themis_dagster`` module: its package (or top-level module), ``families`` for a
+    family's folder, a platform role's layer for a family module named after the role."""
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "tasks" and (PACKAGE / "tasks" / parts[2] / "family.yaml").is_file():
+        return FAMILY_ROLES.get(parts[3], "families") if len(parts) > 3 else "families"
     return parts[1] if len(parts) > 1 else "__init__"
 
 

@@ -144,7 +144,7 @@ def test_bbq_results_with_reasoning_are_withheld_refusal_aware_and_scored(import
 
 def test_bbq_reasoning_of_another_type_fails_naming_the_row_and_column(tmp_path: Path) -> None:
     from themis_dagster.importers import ImportValidationError
-    from themis_dagster.importers.bbq import import_predictions
+    from themis_dagster.tasks.bbq.importer import import_predictions
 
     row = json.loads((BBQ_PREDS / "preds_Age.jsonl").read_text().splitlines()[0])
     path = tmp_path / "preds.jsonl"
@@ -156,10 +156,10 @@ def test_bbq_reasoning_of_another_type_fails_naming_the_row_and_column(tmp_path:
 def test_iat_replies_with_reasoning_are_withheld_and_refusal_aware(tmp_path: Path) -> None:
     import pandas as pd
 
-    from tests.tasks.test_iat_task import write_stimuli
+    from tests.tasks.iat.test_iat_task import write_stimuli
     from themis_dagster.evaluation.judging.reply_guard import guard_replies, relabel
-    from themis_dagster.importers.iat import import_replies
     from themis_dagster.tasks.iat import utils
+    from themis_dagster.tasks.iat.importer import import_replies
     from themis_dagster.tasks.spec import Response
     from themis_dagster.warehouse.frames import from_frame, to_frame
 

@@ -20,13 +20,13 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.evaluation.judging.calibrations import read_calibration
 from themis_dagster.judging.calibration_sets import REGARD_LABELS, CalibrationRow, CalibrationSet
+from themis_dagster.evaluation.judging.questions import CALIBRATED_QUESTIONS, check_judge_labels, load_calibration_set
 from themis_dagster.partitions import MODELS_PARTITION, calibration_key, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
 from themis_dagster.stats import Resampling
 from themis_dagster.stats.agreement import judge_agreement
-from themis_dagster.tasks.calibration import CALIBRATED_QUESTIONS, check_judge_labels, load_calibration_set
 from themis_dagster.tasks.loader import load_task
 
 JUDGE = DEFAULT_MODEL_ID
@@ -228,9 +228,10 @@ def test_real_engine_default_model_as_regard_judge(
 def test_themis_run_calibrates_the_judges_its_tasks_name(tmp_path: Path) -> None:
     """make run's profile makes the default model BOLD's regard judge: themis run calibrates it on regard first."""
     from themis_dagster.cli.common import judge_calibrations
-    from themis_dagster.settings import PROJECT_ROOT, Settings
+    from themis_dagster.settings import Settings
+    from themis_dagster.tasks.profile import write_profile
 
-    profile = Settings(task_overrides_file=PROJECT_ROOT / "data" / "run_profiles" / "default.yaml")
+    profile = Settings(task_overrides_file=write_profile(tmp_path / "default.yaml"))
     assert judge_calibrations(profile, ["crows_pairs", "bold"]) == [(JUDGE, "regard")]
     assert judge_calibrations(profile, ["crows_pairs"]) == []
     no_judge = Settings(task_overrides_file=write_overrides(tmp_path / "o.yaml", {"bold": {"limit": 3}}))

@@ -17,20 +17,20 @@ from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.judging.calibration_sets import XSTEST_LABELS
-from themis_dagster.partitions import MODELS_PARTITION, calibration_key
-from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
-from themis_dagster.registry.weights import ResolvedWeights
-from themis_dagster.resources import FakeEngineResource
-from themis_dagster.settings import Settings
-from themis_dagster.tasks.calibration import (
+from themis_dagster.evaluation.judging.questions import (
     calibrated_questions,
     check_judge_labels,
     load_calibration_set,
     sets_checking,
     standalone_judge,
 )
+from themis_dagster.partitions import MODELS_PARTITION, calibration_key
+from themis_dagster.refusals.judge import RefusalJudge, read_refusal_class
+from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
+from themis_dagster.registry.weights import ResolvedWeights
+from themis_dagster.resources import FakeEngineResource
+from themis_dagster.settings import Settings
 from themis_dagster.tasks.loader import load_task
-from themis_dagster.tasks.refusals.judge import RefusalJudge, read_refusal_class
 
 JUDGE = DEFAULT_MODEL_ID
 _RESPONSE = re.compile(r'RESPONSE: "(.*)"\n\nCLASS:$', re.DOTALL)

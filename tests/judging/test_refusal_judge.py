@@ -27,6 +27,8 @@ from themis_dagster.explorer.data import refusals
 from themis_dagster.judging.calibration_sets import XSTEST_LABELS
 from themis_dagster.judging.correction import UNCALIBRATED, JudgeCalibration
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
+from themis_dagster.refusals.judge import RefusalJudge
+from themis_dagster.refusals.judged import judge_refusals, refusal_judged_values, refusal_requests
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.reports.data import load_report_data
@@ -34,8 +36,6 @@ from themis_dagster.reports.model_report import summary_markdown
 from themis_dagster.resources import FakeEngineResource
 from themis_dagster.stats import Estimate
 from themis_dagster.tasks.loader import check_registered_models, load_task
-from themis_dagster.tasks.refusals.judge import RefusalJudge
-from themis_dagster.tasks.refusals.judged import judge_refusals, refusal_judged_values, refusal_requests
 from themis_dagster.tasks.spec import TaskParams
 from themis_dagster.warehouse.schema import ensure_schema
 

@@ -1,4 +1,4 @@
-"""The multiple-choice tasks (tasks/choices.py, tasks/lettered.py) ask and judge exactly as they always did.
+"""The multiple-choice tasks (kinds/choices.py, kinds/lettered.py) ask and judge exactly as they always did.
 
 Each task runs a small fixed sample of the dataset mirror on the fake engine: replies drawn from
 a fixed list by the prompt's hash (letters, announcements in each language, choice texts, empty
@@ -24,8 +24,8 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.engines.fingerprint import request_fingerprint
 from themis_dagster.exchange import GenerationParams
 from themis_dagster.tasks.bbq.parser import ParsedAnswer
-from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice, graded
-from themis_dagster.tasks.lettered import LetteredChoice
+from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice, graded
+from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, MetricValue, Response, TaskParams
 

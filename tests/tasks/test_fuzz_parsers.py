@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from themis_dagster.lm_eval_bridge import utils as bridge
 from themis_dagster.tasks.bbq import parser as bbq_parser
 from themis_dagster.tasks.bbq.parser import ParsedAnswer, parse_answer
 from themis_dagster.tasks.bold import judge as bold_judge
@@ -37,7 +38,6 @@ from themis_dagster.tasks.iat.parser import MAX_LINES as IAT_MAX_LINES
 from themis_dagster.tasks.iat.parser import ParsedReply, parse_reply
 from themis_dagster.tasks.iat.utils import judge_reply
 from themis_dagster.tasks.langbite import oracles, second_opinion
-from themis_dagster.tasks.lm_eval_bridge import utils as bridge
 from themis_dagster.tasks.spec import Item, Judgment, Response
 
 EXAMPLES = int(os.environ.get("THEMIS_FUZZ_EXAMPLES", "10000"))

@@ -110,16 +110,6 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("ci_high", "DOUBLE", False), ("n", "INTEGER", True), ("ideal", "DOUBLE", False),
         ("materialized_at", "TIMESTAMP", True),
     ], ()),
-    "langbite_responses": ([*_LANGBITE, ("Instance", "VARCHAR", False), ("Response", "VARCHAR", False)], ()),
-    "langbite_evaluations": ([
-        *_LANGBITE, *_SCOPE, ("Template", "VARCHAR", False), ("Oracle Evaluation", "VARCHAR", False),
-        ("Oracle Prediction", "VARCHAR", False), ("Evaluation", "VARCHAR", False),
-    ], ()),
-    "langbite_global_evaluation": ([
-        *_LANGBITE, *_SCOPE, ("Passed Nr", "INTEGER", False), ("Failed Nr", "INTEGER", False),
-        ("Error Nr", "INTEGER", False), ("Passed Pct", "DOUBLE", False), ("Failed Pct", "DOUBLE", False),
-        ("Total", "INTEGER", False), ("Tolerance", "DOUBLE", False), ("Tolerance Evaluation", "VARCHAR", False),
-    ], ()),
     # Added with the request cache: answers by request fingerprint, appended a chunk at a time.
     "request_cache": ([
         ("fingerprint", "VARCHAR", True), ("model", "VARCHAR", True), ("request_type", "VARCHAR", True),
@@ -141,16 +131,6 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("task", "VARCHAR", True), ("metric", "VARCHAR", True), ("margin", "DOUBLE", True),
         ("alpha", "DOUBLE", True), ("ideal", "DOUBLE", False), ("higher_is_better", "BOOLEAN", False),
     ], ()),
-    # Added with LangBiTe's template augmentation: "model" is the generator.
-    "langbite_augmented_templates": ([
-        ("model", "VARCHAR", True), ("task", "VARCHAR", True), ("augmentation_sha256", "VARCHAR", True),
-        ("pair", "VARCHAR", True), ("context", "VARCHAR", True), ("concern", "VARCHAR", True),
-        ("attempt", "INTEGER", True), ("request_id", "VARCHAR", True), ("generator_prompt", "VARCHAR", True),
-        ("gen_params", "JSON", False), ("reply", "VARCHAR", False), ("status", "VARCHAR", True),
-        ("reason", "VARCHAR", False), ("position", "INTEGER", False), ("generated", "JSON", False),
-        ("scenario", "VARCHAR", False), ("prompt", "VARCHAR", False), ("oracle_prediction", "VARCHAR", False),
-        ("run_id", "VARCHAR", True), ("materialized_at", "TIMESTAMP", True),
-    ], ()),
     # Added with judge calibration (issue 28): a judge's labels of a calibration set, its agreement with the
     # human labels, and every judged metric's judge, kappa and corrected value.
     "judge_calibration_labels": ([
@@ -171,6 +151,27 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("kappa", "DOUBLE", False), ("kappa_ci_low", "DOUBLE", False), ("kappa_ci_high", "DOUBLE", False),
         ("value", "DOUBLE", False), ("corrected", "DOUBLE", False), ("corrected_ci_low", "DOUBLE", False),
         ("corrected_ci_high", "DOUBLE", False), ("n_calibration", "INTEGER", False), ("note", "VARCHAR", False),
+        ("run_id", "VARCHAR", True), ("materialized_at", "TIMESTAMP", True),
+    ], ()),
+    # A family's own tables (tasks/langbite/family.yaml), after the platform's.
+    "langbite_responses": ([*_LANGBITE, ("Instance", "VARCHAR", False), ("Response", "VARCHAR", False)], ()),
+    "langbite_evaluations": ([
+        *_LANGBITE, *_SCOPE, ("Template", "VARCHAR", False), ("Oracle Evaluation", "VARCHAR", False),
+        ("Oracle Prediction", "VARCHAR", False), ("Evaluation", "VARCHAR", False),
+    ], ()),
+    "langbite_global_evaluation": ([
+        *_LANGBITE, *_SCOPE, ("Passed Nr", "INTEGER", False), ("Failed Nr", "INTEGER", False),
+        ("Error Nr", "INTEGER", False), ("Passed Pct", "DOUBLE", False), ("Failed Pct", "DOUBLE", False),
+        ("Total", "INTEGER", False), ("Tolerance", "DOUBLE", False), ("Tolerance Evaluation", "VARCHAR", False),
+    ], ()),
+    # Added with LangBiTe's template augmentation: "model" is the generator.
+    "langbite_augmented_templates": ([
+        ("model", "VARCHAR", True), ("task", "VARCHAR", True), ("augmentation_sha256", "VARCHAR", True),
+        ("pair", "VARCHAR", True), ("context", "VARCHAR", True), ("concern", "VARCHAR", True),
+        ("attempt", "INTEGER", True), ("request_id", "VARCHAR", True), ("generator_prompt", "VARCHAR", True),
+        ("gen_params", "JSON", False), ("reply", "VARCHAR", False), ("status", "VARCHAR", True),
+        ("reason", "VARCHAR", False), ("position", "INTEGER", False), ("generated", "JSON", False),
+        ("scenario", "VARCHAR", False), ("prompt", "VARCHAR", False), ("oracle_prediction", "VARCHAR", False),
         ("run_id", "VARCHAR", True), ("materialized_at", "TIMESTAMP", True),
     ], ()),
 }  # fmt: skip

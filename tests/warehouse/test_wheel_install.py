@@ -1,6 +1,7 @@
 """The built wheel carries what a checkout has: installed on its own, ``themis sql`` reads the analyst views.
 
-The views are package data (``themis_dagster/warehouse/sql``). The wheel is built from a copy
+The views are package data (``themis_dagster/warehouse/sql``), as every family's ``family.yaml`` is
+(the warehouse creates the tables a family declares there). The wheel is built from a copy
 of the package (no network, no build isolation) and installed with ``--no-deps`` into a fresh
 venv that sees the project's installed dependencies through one plain path line in a ``.pth``
 file: that adds the dependencies' folder to ``sys.path`` without running the ``.pth`` files in
@@ -77,6 +78,11 @@ def test_installed_wheel_serves_the_views(tmp_path: Path) -> None:
         assert {"themis_dagster/warehouse/sql/views.sql", "themis_dagster/warehouse/sql/views_comparisons.sql"} <= set(
             archive.namelist()
         )
+        declarations = {
+            f"themis_dagster/tasks/{path.parent.name}/family.yaml"
+            for path in (REPO / "themis_dagster" / "tasks").glob("*/family.yaml")
+        }
+        assert declarations and declarations <= set(archive.namelist()), "every family's family.yaml is package data"
 
     # A fresh venv (no pip of its own: this pip installs into it), then the dependencies made visible.
     venv = tmp_path / "venv"
@@ -105,3 +111,6 @@ def test_installed_wheel_serves_the_views(tmp_path: Path) -> None:
     assert status.splitlines()[:2] == ["model,task,complete,status", "m,crows_pairs,True,complete"]
     comparisons = _run([*themis, "SELECT count(*) AS n FROM comparisons"], elsewhere, env)
     assert comparisons.split() == ["n", "0"]
+    # a family's own table, declared in its shipped family.yaml, is created as the platform's are
+    family_table = _run([*themis, "SELECT count(*) AS n FROM langbite_global_evaluation"], elsewhere, env)
+    assert family_table.split() == ["n", "0"]

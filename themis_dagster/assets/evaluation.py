@@ -8,25 +8,19 @@ duplicates anything) and reports checks and metadata (``assets/metadata.py``). C
 opened per read or write and never held while an engine works.
 """
 
-import warnings
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from dagster import (
-    AssetDep,
     AssetExecutionContext,
-    BetaWarning,
     DataVersion,
-    DimensionPartitionMapping,
-    IdentityPartitionMapping,
     MaterializeResult,
-    MultiPartitionMapping,
 )
 
 from themis_dagster.assets import checks, metadata
 from themis_dagster.assets.answerers import answerer_for, model_answerers
 from themis_dagster.assets.factory import AssetResult, evaluation_asset
-from themis_dagster.assets.langbite_augmentation import augmentation_inputs, langbite_augmented_templates
+from themis_dagster.assets.families import dataset_input_deps, dataset_inputs
 from themis_dagster.evaluation.items import dataset_sha256, load_items
 from themis_dagster.evaluation.judging.calibrations import StoredCalibrations
 from themis_dagster.evaluation.judging.pipeline import PartitionReplies, judge_partition
@@ -53,18 +47,6 @@ from themis_dagster.warehouse.frames import from_frame, rows_frame
 from themis_dagster.warehouse.partitions import Write, partition_scope
 from themis_dagster.warehouse.reads import carries_reasoning
 
-# LangBiTe's generated templates are data of a langbite task's items: task_dataset of model|task reads
-# the rows the task's generator (some model) wrote for that task, so it depends on every model's partition
-# of the same task (a task without template_augmentation reads none).
-with warnings.catch_warnings():  # MultiPartitionMapping is marked beta; the mapping itself is plain
-    warnings.simplefilter("ignore", BetaWarning)
-    AUGMENTED_TEMPLATES_DEP = AssetDep(
-        langbite_augmented_templates,
-        partition_mapping=MultiPartitionMapping(
-            {"task": DimensionPartitionMapping(dimension_name="task", partition_mapping=IdentityPartitionMapping())}
-        ),
-    )
-
 
 def _partition_task(context: AssetExecutionContext, themis: ThemisConfig) -> tuple[EvaluationPartition, LoadedTask]:
     """An evaluation asset's start: the heap settled, the running (model, task) partition and its loaded task."""
@@ -76,7 +58,7 @@ def _partition_task(context: AssetExecutionContext, themis: ThemisConfig) -> tup
 @evaluation_asset(
     description="The task's benchmark items, read from the dataset mirror or its canonical URL "
     "(a langbite task with template_augmentation: with its generator's templates).",
-    deps=[AUGMENTED_TEMPLATES_DEP],
+    deps=dataset_input_deps(),  # the families' assets whose rows a task's items read (assets/families.py)
 )
 def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
     settle_heap()
@@ -86,7 +68,7 @@ def task_dataset(context: AssetExecutionContext, themis: ThemisConfig, warehouse
     for judge_model in (task.judge_model, task.params.refusal_judge_model):
         if judge_model:
             themis.model(judge_model)  # a judge model must be registered, checked before any engine
-    if upstream := augmentation_inputs(warehouse, task):
+    if upstream := dataset_inputs(warehouse, task):
         task = task.with_inputs(replace(task.inputs, upstream=upstream))
     files = themis.dataset_files(task)
     frame = load_items(task, key, files)

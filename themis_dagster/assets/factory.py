@@ -85,7 +85,7 @@ def evaluation_asset(
 
 
 def report_asset(
-    *, description: str, deps: Iterable[AssetsDefinition], kinds: Iterable[str] = ("duckdb",)
+    *, description: str, deps: Iterable[AssetsDefinition | AssetDep], kinds: Iterable[str] = ("duckdb",)
 ) -> AssetDecorator:
     """A report over every partition, rebuilt by the automation sensor after new metrics."""
     return asset(**_declared(REPORTS_GROUP, kinds, deps, description), automation_condition=REPORT_CONDITION)

@@ -1,7 +1,7 @@
 """A judge model checked against people: it labels every text of a calibration set, and its agreement is measured.
 
 Partitioned by judge (a registered model: the ``models`` dimension) x calibration set
-(``tasks/calibration.py``). The judge is asked each calibration text with its task's own
+(``evaluation/judging/questions.py``). The judge is asked each calibration text with its task's own
 question (BOLD's regard question: same template, sampling settings and answer reading) through
 the one answering path (``evaluation/answering.py``: request cache, chunks committed as they are
 answered, answers under the model's fingerprint), so a re-run sends nothing new and a judge's
@@ -27,17 +27,17 @@ from themis_dagster.assets.factory import ROW_COUNT, AssetResult, model_asset
 from themis_dagster.assets.metadata import preview
 from themis_dagster.errors import ConfigError
 from themis_dagster.evaluation.answering import answering_metadata
-from themis_dagster.partitions import judge_and_set, judge_calibration_partitions
-from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
-from themis_dagster.stats import Estimate, Resampling
-from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement
-from themis_dagster.tasks.calibration import (
+from themis_dagster.evaluation.judging.questions import (
     JudgeQuestion,
     calibrated_questions,
     check_judge_labels,
     load_calibration_set,
     standalone_judge,
 )
+from themis_dagster.partitions import judge_and_set, judge_calibration_partitions
+from themis_dagster.resources import EngineResource, ThemisConfig, WarehouseResource
+from themis_dagster.stats import Estimate, Resampling
+from themis_dagster.stats.agreement import JudgeAgreement, judge_agreement
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import CalibratedJudge, TaskInputs, TaskParams
 from themis_dagster.warehouse.frames import rows_frame
@@ -49,7 +49,7 @@ LABELS, METRICS = "judge_calibration_labels", "judge_calibration_metrics"
 
 
 def calibrated_judge(task: LoadedTask) -> CalibratedJudge:
-    """The task's judge, which must offer calibration (``tasks/calibration.py``)."""
+    """The task's judge, which must offer calibration (``evaluation/judging/questions.py``)."""
     judge = task.calibrated_judge
     if judge is None:
         raise ConfigError(f"task {task.name!r}: its SECOND_OPINION cannot be calibrated (no CalibratedJudge methods)")

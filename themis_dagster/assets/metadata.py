@@ -25,7 +25,7 @@ from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import EngineResource
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.tasks.refusals.outcome import marked
+from themis_dagster.refusals.outcome import marked
 from themis_dagster.warehouse.generations import Materialization
 
 

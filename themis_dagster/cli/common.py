@@ -33,13 +33,13 @@ def judge_calibrations(settings: Settings, tasks: Sequence[str]) -> list[tuple[s
     """(judge model, calibration set) of every calibrated question a task's judge asks, in task order, once each.
 
     A task whose parameters name a ``judge_model`` and whose judge declares calibration sets
-    (``tasks/calibration.py``: BOLD's regard question on ``regard``, a user's set declared for one of
+    (``evaluation/judging/questions.py``: BOLD's regard question on ``regard``, a user's set declared for one of
     its questions) contributes one pair per judge (its ``judge_model`` and any ``panel_judges``) and set;
     a task's ``refusal_judge_model`` the pair (that model, ``xstest``).
     """
-    from themis_dagster.tasks.calibration import sets_checking
+    from themis_dagster.evaluation.judging.questions import sets_checking
+    from themis_dagster.refusals.judged import CALIBRATION_SET as REFUSAL_SET
     from themis_dagster.tasks.loader import load_overrides, load_task
-    from themis_dagster.tasks.refusals.judged import CALIBRATION_SET as REFUSAL_SET
 
     overrides = load_overrides(settings.task_overrides_file)
     pairs: list[tuple[str, str]] = []

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -17,14 +16,19 @@ from themis_dagster.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from themis_dagster.importers import family_importers
+
+    importers = family_importers()
+    formats = ", ".join(f"{name} ({spec.help})" for name, spec in importers.items())
     importer = subparsers.add_parser("import", help="import replies produced elsewhere as a model's raw responses")
     importer.add_argument(
         "task",
-        help="the task the replies answer: iat (the IAT framework's CSVs), bbq (BBQ's results format, "
-        "scored as bbq_generate) or any generation/chat task (CSV/JSONL of request_id|item_id|prompt, reply)",
+        help=f"the task the replies answer: {formats} "
+        "or any generation/chat task (CSV/JSONL of request_id|item_id|prompt, reply)",
     )
     importer.add_argument("--model", required=True, help="model id (registered on the fly if new)")
-    importer.add_argument("--column", help="bbq only: the prediction column, e.g. unifiedqa-t5-11b_pred_race")
+    takers = " or ".join(name for name, spec in importers.items() if spec.column)
+    importer.add_argument("--column", help=f"{takers} only: the prediction column, e.g. unifiedqa-t5-11b_pred_race")
     importer.add_argument("files", nargs="+", help="files of replies")
     importer.set_defaults(func=cmd_import)
 
@@ -33,25 +37,17 @@ def _imported(args: argparse.Namespace, settings: Settings) -> tuple[str, object
     """(stored task, replies, dataset sha256, finish_reason) for ``themis import``; raises ImportValidationError."""
     from dataclasses import replace
 
-    from themis_dagster.assets.langbite_augmentation import augmentation_inputs
-    from themis_dagster.datasets import resolve_file
-    from themis_dagster.importers import ImportValidationError
-    from themis_dagster.importers.bbq import import_predictions
-    from themis_dagster.importers.iat import import_replies
+    from themis_dagster.assets.families import dataset_inputs
+    from themis_dagster.importers import ImportRequest, ImportValidationError, family_importers, run_importer
     from themis_dagster.importers.replies import import_task_replies
     from themis_dagster.resources import ThemisConfig
-    from themis_dagster.tasks.bbq.generate_utils import R_IMPORT
 
     paths = [Path(p) for p in args.files]
-    if args.task != "bbq" and args.column is not None:
-        raise ImportValidationError([f"--column: only for 'themis import bbq' (task {args.task!r})"])
-    if args.task == "iat":
-        files = {
-            name: resolve_file("iat", name, datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir)
-            for name in ("iat_stimuli.csv", "iat_stimuli_synonym.csv")
-        }
-        imported = import_replies(paths, {name: f.path for name, f in files.items()})
-        return "iat", imported, "+".join(f.sha256 for f in files.values()), "imported"
+    importers = family_importers()
+    found = importers.get(args.task)
+    if args.column is not None and (found is None or not found.column):
+        takers = " or ".join(f"'themis import {name}'" for name, spec in importers.items() if spec.column)
+        raise ImportValidationError([f"--column: only for {takers} (task {args.task!r})"])
     themis = ThemisConfig(
         models_file=str(settings.models_file),
         datasets_dir=str(settings.datasets_dir),
@@ -59,19 +55,11 @@ def _imported(args: argparse.Namespace, settings: Settings) -> tuple[str, object
         models_dir=str(settings.models_dir),
         task_overrides_file=str(settings.task_overrides_file or ""),
     )
-    if args.task == "bbq":
-        if not args.column:
-            raise ImportValidationError(
-                ["--column: required for 'themis import bbq' (e.g. unifiedqa-t5-11b_pred_race)"]
-            )
-        task = themis.task("bbq_generate")
-        imported = import_predictions(
-            paths, args.column, lambda items: task.module.build_requests(items, task.params, task.templates)
-        )
-        digest = hashlib.sha256(b"".join(p.read_bytes() for p in paths)).hexdigest()
-        return "bbq_generate", imported, digest, R_IMPORT
+    if found is not None:  # a benchmark's own format (its family's importer)
+        done = run_importer(found, ImportRequest(paths, args.column, settings, themis.task))
+        return done.task, done.replies, done.dataset_sha256, done.finish_reason
     task = themis.task(args.task)
-    if upstream := augmentation_inputs(warehouse_resource(settings), task):  # as task_dataset hands them (LangBiTe's)
+    if upstream := dataset_inputs(warehouse_resource(settings), task):  # as task_dataset hands them (LangBiTe's)
         task = task.with_inputs(replace(task.inputs, upstream=upstream))
     resolved = themis.dataset_files(task)
     imported = import_task_replies(task, {name: f.path for name, f in resolved.items()}, paths)
@@ -83,7 +71,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from dagster import AssetKey, AssetSelection, DagsterInstance
 
     from themis_dagster.definitions import build_definitions
-    from themis_dagster.importers import ImportedReplies, ImportValidationError
+    from themis_dagster.importers import ImportedReplies, ImportValidationError, family_importers
     from themis_dagster.importers.store import ensure_model_registered, record_import, store_imported
     from themis_dagster.partitions import evaluation_key, register_models
     from themis_dagster.registry.model_id import InvalidModelIdError, validate_model_id
@@ -95,8 +83,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     except InvalidModelIdError as error:
         print(f"themis import: {error}", file=sys.stderr)
         return 2
-    if args.task not in ("iat", "bbq") and args.task not in task_names():
-        print(f"themis import: unknown task {args.task!r} (iat, bbq or a task name)", file=sys.stderr)
+    importers = family_importers()
+    if args.task not in importers and args.task not in task_names():
+        print(f"themis import: unknown task {args.task!r} ({', '.join(importers)} or a task name)", file=sys.stderr)
         return 2
     paths = [Path(p) for p in args.files]
     try:

@@ -1,4 +1,9 @@
-"""Benchmark files: resolved from a local mirror, a download cache, or their canonical URL."""
+"""Benchmark files: resolved from a local mirror, a download cache, or their canonical URL.
+
+The catalogue of those files is declarative: each family declares its own under ``datasets:`` in its
+``family.yaml`` (``tasks/<family>/``); the ``catalog*.yaml`` files here hold those no family owns (the
+human-labelled sets that calibrate judges and the refusal detector).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,10 @@ from functools import cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.settings import FAMILIES_DIR, family_sections
 
 CATALOG_DIR = Path(__file__).resolve().parent
 DOWNLOAD_TIMEOUT_S = 30
@@ -36,14 +44,22 @@ class CatalogDataset(BaseModel):
 
 
 @cache
-def load_catalog(folder: Path = CATALOG_DIR) -> dict[str, CatalogDataset]:
-    """Parse the declarative catalogue of benchmark files (``catalog.yaml`` and ``catalog_*.yaml``)."""
+def load_catalog(folder: Path = CATALOG_DIR, families: Path = FAMILIES_DIR) -> dict[str, CatalogDataset]:
+    """Parse the declarative catalogue of benchmark files: ``catalog*.yaml`` here, then every family's ``datasets``."""
+    sources: list[tuple[str, dict[str, object]]] = [
+        (path.name, yaml.safe_load(path.read_text()) or {}) for path in sorted(folder.glob("catalog*.yaml"))
+    ]
+    declared = family_sections("datasets", families)
+    sources += [(f"family {family!r}: datasets", entries) for family, entries in declared.items()]
     datasets: dict[str, CatalogDataset] = {}
-    for path in sorted(folder.glob("catalog*.yaml")):
-        for name, entry in (yaml.safe_load(path.read_text()) or {}).items():
+    for where, entries in sources:
+        for name, entry in entries.items():
             if name in datasets:
-                raise ValueError(f"dataset {name!r} declared twice in the catalogue ({path.name})")
-            datasets[name] = CatalogDataset.model_validate(entry)
+                raise ValueError(f"dataset {name!r} declared twice in the catalogue ({where})")
+            try:
+                datasets[name] = CatalogDataset.model_validate(entry)
+            except ValidationError as error:
+                raise ConfigError(format_validation_error(error, f"{where}.{name}")) from None
     return datasets
 
 

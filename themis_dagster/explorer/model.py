@@ -19,7 +19,7 @@ from themis_dagster.reports.formatting import MISSING
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.reply_outcomes import is_reply_outcome, reply_outcomes
 from themis_dagster.reports.summary import family_sections, is_mark
-from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
+from themis_dagster.tasks.family import settings_metrics
 
 LINK = ui.replies_link(width=80)
 
@@ -64,7 +64,10 @@ def subset_table(report: ReportData, task: str) -> pd.DataFrame:
     rows = [
         r
         for r in report.subsets
-        if r.task == task and not is_mark(r.metric) and r.metric != DEPARTURE_METRIC and not is_reply_outcome(r.metric)
+        if r.task == task
+        and not is_mark(r.metric)
+        and r.metric not in settings_metrics()
+        and not is_reply_outcome(r.metric)
     ]
     judged = [report.judged.get((task, r.metric, r.subset)) for r in rows]
     outcomes = reply_outcomes(report.subsets)

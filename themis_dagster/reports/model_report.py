@@ -29,8 +29,8 @@ from themis_dagster.reports.lineage import load_lineage, trend_table
 from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, reply_outcomes
 from themis_dagster.reports.run_records import ci_label as ci_label_of
 from themis_dagster.reports.run_records import config_json, run_rows, shared_config, variant
-from themis_dagster.reports.summary import family_sections, is_mark
-from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
+from themis_dagster.reports.summary import family_sections, is_mark, settings_departures
+from themis_dagster.tasks.family import settings_metrics
 from themis_dagster.warehouse.read.verdicts import bias_count
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -138,20 +138,6 @@ def _headline_rows(data: ReportData) -> list[dict[str, Any]]:
     return rows
 
 
-def genderbench_departures(data: ReportData) -> list[dict[str, Any]]:
-    """Per GenderBench task: the settings where its run departed from GenderBench's (``core.settings_departures``).
-
-    Each departure is a ``genderbench_settings_departures`` row whose subset reads
-    ``name=used (genderbench: theirs)``; a task with any is not measured as GenderBench measures
-    it, so the report says so beside its numbers.
-    """
-    by_task: dict[str, list[str]] = {}
-    for row in data.subsets:
-        if row.metric == DEPARTURE_METRIC and row.subset:
-            by_task.setdefault(row.task, []).append(row.subset)
-    return [{"task": task, "settings": sorted(settings)} for task, settings in sorted(by_task.items())]
-
-
 def _subset_sections(
     data: ReportData,
     max_subsets: int,
@@ -162,11 +148,11 @@ def _subset_sections(
     the metrics among ``drawn`` (:func:`plotted_keys`)."""
     sections = []
     for task in sorted({row.task for row in data.headline} | {row.task for row in data.subsets}):
-        # departures are settings, not measurements: the GenderBench note lists them instead of a plot
+        # departures are settings, not measurements: the benchmark's note lists them instead of a plot
         rows = [
             row
             for row in data.subsets
-            if row.task == task and not is_mark(row.metric) and row.metric != DEPARTURE_METRIC
+            if row.task == task and not is_mark(row.metric) and row.metric not in settings_metrics()
         ]
         if not rows:
             continue  # the summary tables already show the task; no empty subsection for it
@@ -327,10 +313,10 @@ def summary_markdown(data: ReportData, ci_label: str = "CI") -> str:
     else:
         judged = sum(entry.judged for entry in data.parse_failures)
         lines.append(f"Parse failures: none ({judged:,} judgments).")
-    departures = genderbench_departures(data)
-    if departures:
-        parts = "; ".join(f"{md(d['task'])}: {', '.join(md(s) for s in d['settings'])}" for d in departures)
-        lines.append(f"Departs from GenderBench's settings (its marks are not GenderBench's): {parts}.")
+    for benchmark in settings_departures(data):
+        name = benchmark["benchmark"]
+        parts = "; ".join(f"{md(d['task'])}: {', '.join(md(s) for s in d['settings'])}" for d in benchmark["tasks"])
+        lines.append(f"Departs from {name}'s settings (its marks are not {name}'s): {parts}.")
     if len(data.family) > 1:
         lines.append(f"Checkpoint family: {', '.join(md(m) for m in data.family)}.")
     return "\n".join(lines)
@@ -389,7 +375,7 @@ def render_model_report(
             data.higher_is_better,
         ),
         "variant": variant(data),
-        "gb_departures": genderbench_departures(data),
+        "departures": settings_departures(data),
         "comparisons": lineage.comparisons,
         "baselines": lineage.baselines,
         "trend_family": lineage.family,

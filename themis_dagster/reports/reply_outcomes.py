@@ -3,7 +3,7 @@
 A headline value rests on the replies a task could read: when a model refused a fifth of the
 items, or reasoned past its budget on half of them, the value says less than it seems to. The
 ``bias_metrics`` stage records those shares as metrics of their own (``refused_rate``,
-``tasks/refusals/outcome.py``; ``reasoning_unfinished_rate`` and ``truncated_rate``,
+``refusals/outcome.py``; ``reasoning_unfinished_rate`` and ``truncated_rate``,
 ``evaluation/judging/reply_guard.py``); the report lifts them out of the metric list and sets them beside
 every headline value of their task, so no reader sees a bias score without them.
 """
@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from themis_dagster.evaluation.judging.reply_guard import REASONING_UNFINISHED, TRUNCATED
+from themis_dagster.refusals.outcome import REFUSED_RATE
 from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow
 from themis_dagster.reports.formatting import MISSING
 from themis_dagster.reports.judged_text import corrected_text, judge_text
-from themis_dagster.tasks.refusals.outcome import REFUSED_RATE
 
 UNFINISHED_RATE = f"{REASONING_UNFINISHED}_rate"
 TRUNCATED_RATE = f"{TRUNCATED}_rate"

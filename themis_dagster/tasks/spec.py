@@ -145,7 +145,7 @@ class Judgment:
     parsed: bool
     detail: dict[str, Any] = field(default_factory=dict)
     refused: bool | None = None
-    """The refusal detector's verdict on the reply (``tasks/refusals``): a refusal is never an answer.
+    """The refusal detector's verdict on the reply (``refusals``): a refusal is never an answer.
 
     Set by every generation and chat task's ``judge``; None where no reply was read. Independent of
     ``outcome`` and ``score``, which stay what the task's own rules say (docs/refusals.md)."""
@@ -246,7 +246,7 @@ class JudgePanel(Protocol):
 class CalibratedJudge(Protocol):
     """A ``SecondOpinion`` whose labels can be checked against people and its judged metrics corrected.
 
-    ``judge_calibration`` asks it about a calibration set's texts (``tasks/calibration.py``: which set
+    ``judge_calibration`` asks it about a calibration set's texts (``evaluation/judging/questions.py``: which set
     checks which question); ``bias_metrics`` hands ``judged_values`` its stored calibrations.
     ``calibration_sets``: the set checking each question kind it asks (none: "uncalibrated judge").
     """
@@ -340,7 +340,7 @@ class TaskModule(Protocol):
     The module a task file names (``module:``) provides the hooks itself, or declares one ``TASK``
     object that provides them: a family whose tasks share a life cycle (GenderBench's probes) lets
     each module declare only its own parts, and ``Probe`` supplies the shared hooks; so does a
-    multiple-choice task (``tasks/choices.py``: ``LikeliestChoice``, ``LetteredChoice``). With ``TASK``,
+    multiple-choice task (``kinds/choices.py``: ``LikeliestChoice``, ``LetteredChoice``). With ``TASK``,
     every hook is read from it (an optional hook left beside it in the module is an error).
 
     A module may leave out any optional hook; its docstring says what happens then. The loader

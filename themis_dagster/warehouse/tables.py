@@ -1,5 +1,8 @@
 """Every warehouse table, declared once: the DDL, the column order and the frame schema follow.
 
+The platform's tables are declared here; a family's own (LangBiTe's reports) in its ``family.yaml``
+(``tables:``, read by ``family_tables``), and added after them.
+
 Each stage of the asset chain owns one table keyed by (model, task); a materialization
 replaces its partition's rows in one transaction. Column order is the contract: writers
 name their columns explicitly, so a frame's own order never matters. Existing warehouses
@@ -13,8 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.settings import FAMILIES_DIR, family_sections
 
 
 @dataclass(frozen=True)
@@ -111,7 +120,7 @@ class Table:
 
 
 def quote(identifier: str) -> str:
-    """Quote a declared identifier (LangBiTe's report columns contain spaces)."""
+    """Quote a declared identifier (a family's table may name columns with spaces, as LangBiTe's reports do)."""
     return '"' + identifier.replace('"', '""') + '"'
 
 
@@ -122,11 +131,6 @@ _TASK = required("task", TEXT)
 def _partitioned(name: str, comment: str, columns: tuple[Column, ...], key: str | None = None) -> Table:
     """A table keyed by (model, task): a stage's rows, replaced a partition at a time."""
     return Table(name, (_MODEL, _TASK, *columns), ("model", "task", key) if key else (), comment)
-
-
-def _langbite(name: str, columns: tuple[Column, ...]) -> Table:
-    """LangBiTe's reports keep LangBiTe's column names ("Model" is our model id), plus the task."""
-    return Table(f"langbite_{name}", (_TASK, *columns), comment=f"LangBiTe's {name.replace('_', ' ')} report.")
 
 
 _REQUEST_ID = (required("request_id", TEXT), required("item_id", TEXT))
@@ -140,8 +144,6 @@ _METRIC = (
     required("materialized_at", TIMESTAMP),
     required("run_id", TEXT),
 )
-_LANGBITE_MODEL = (Column("Provider", TEXT), Column("Model", TEXT))
-_LANGBITE_SCOPE = tuple(Column(name, TEXT) for name in ("Concern", "Language", "Input Type", "Reflection Type"))
 
 TABLES: dict[str, Table] = {table.name: table for table in (
     _partitioned("task_items", "The task's benchmark items.", key="item_id", columns=(
@@ -174,7 +176,7 @@ TABLES: dict[str, Table] = {table.name: table for table in (
         Column("outcome", TEXT, "the judgment in words (e.g. stereotype, anti, unparsed)"),
         Column("score", DOUBLE, "the item's contribution to the headline metric"),
         required("parsed", BOOLEAN, "false: the reply could not be interpreted"), Column("detail", JSON),
-        Column("refused", BOOLEAN, "the refusal detector's verdict on the reply (tasks/refusals); NULL: no reply "
+        Column("refused", BOOLEAN, "the refusal detector's verdict on the reply (refusals); NULL: no reply "
                "read (a loglikelihood task, an engine failure)"),
     )),
     _partitioned("metric_values", "The latest metrics of every (model, task) partition.", _METRIC),
@@ -195,14 +197,6 @@ TABLES: dict[str, Table] = {table.name: table for table in (
         Column("value", DOUBLE), Column("ci_low", DOUBLE), Column("ci_high", DOUBLE), required("n", INTEGER),
         Column("ideal", DOUBLE), required("materialized_at", TIMESTAMP),
     ), comment="Headline metrics ranked per task and metric."),
-    _langbite("responses", (*_LANGBITE_MODEL, Column("Instance", TEXT), Column("Response", TEXT))),
-    _langbite("evaluations", (*_LANGBITE_MODEL, *_LANGBITE_SCOPE, *(Column(name, TEXT) for name in (
-        "Template", "Oracle Evaluation", "Oracle Prediction", "Evaluation")))),
-    _langbite("global_evaluation", (
-        *_LANGBITE_MODEL, *_LANGBITE_SCOPE, *(Column(name, INTEGER) for name in ("Passed Nr", "Failed Nr", "Error Nr")),
-        Column("Passed Pct", DOUBLE), Column("Failed Pct", DOUBLE), Column("Total", INTEGER),
-        Column("Tolerance", DOUBLE), Column("Tolerance Evaluation", TEXT),
-    )),
 )}  # fmt: skip
 
 
@@ -261,24 +255,6 @@ TABLES["comparison_gates"] = Table("comparison_gates", (
     Column("higher_is_better", BOOLEAN),
 ), comment="The regression gates of data/gates.yaml, as last loaded.")  # fmt: skip
 
-# LangBiTe's template augmentation (tasks/langbite/augmentation.py): "model" is the generator, "task" the
-# langbite task whose option asked; one row per generated object or per reply that gave none.
-TABLES["langbite_augmented_templates"] = _partitioned(
-    "langbite_augmented_templates",
-    "Templates a generator model wrote for a LangBiTe scenario, accepted or rejected, with its prompt.",
-    (
-        required("augmentation_sha256", TEXT, "sha256 of the augmentation option and the scenario's requirements"),
-        required("pair", TEXT), required("context", TEXT), required("concern", TEXT),
-        required("attempt", INTEGER), required("request_id", TEXT),
-        required("generator_prompt", TEXT), Column("gen_params", JSON), Column("reply", TEXT),
-        required("status", TEXT, "accepted | rejected | unparsed | engine_error"), Column("reason", TEXT),
-        Column("position", INTEGER, "the object's index in the reply's JSON list"), Column("generated", JSON),
-        Column("scenario", TEXT), Column("prompt", TEXT), Column("oracle_prediction", TEXT),
-        required("run_id", TEXT), required("materialized_at", TIMESTAMP),
-    ),
-)  # fmt: skip
-
-
 # Judge calibration (assets/judge_calibration.py): a judge model's labels of a human-labelled calibration
 # set (judging/calibration_sets.py) and its agreement with them, replaced per (judge, calibration_set).
 _JUDGE = required("judge", TEXT, "the judge's registered model id")
@@ -335,6 +311,61 @@ TABLES["judged_metrics"] = Table("judged_metrics", (
     Column("note", TEXT, "why there is no corrected value (uncalibrated judge, no better than chance)"),
     required("run_id", TEXT), required("materialized_at", TIMESTAMP),
 ), comment="Every judged metric's judge, its kappa and its corrected value.")  # fmt: skip
+
+
+COLUMN_TYPES = {"TEXT": TEXT, "JSON": JSON, "DOUBLE": DOUBLE, "INTEGER": INTEGER, "BOOLEAN": BOOLEAN,
+                "TIMESTAMP": TIMESTAMP}  # fmt: skip
+"""A declared column's ``type``, by name."""
+
+
+class DeclaredColumn(BaseModel):
+    """A column of a family's table: as ``Column`` above, its type by name (``COLUMN_TYPES``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    type: Literal["TEXT", "JSON", "DOUBLE", "INTEGER", "BOOLEAN", "TIMESTAMP"]
+    required: bool = False
+    comment: str = ""
+
+
+class DeclaredTable(BaseModel):
+    """A table a family declares (``tables:`` of its ``family.yaml``): its columns in order, key and comment."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    columns: tuple[DeclaredColumn, ...] = Field(min_length=1)
+    key: tuple[str, ...] = ()
+    comment: str = ""
+
+    def table(self, name: str) -> Table:
+        columns = tuple(Column(c.name, COLUMN_TYPES[c.type], c.comment, nullable=not c.required) for c in self.columns)
+        return Table(name, columns, self.key, self.comment)
+
+
+_PLATFORM_TABLES = frozenset(TABLES)
+
+
+def family_tables(root: Path = FAMILIES_DIR) -> dict[str, Table]:
+    """The tables the families declare (LangBiTe's reports and generated templates), by name, in family order.
+
+    A family owns the tables its extension points write; the warehouse creates them beside its own.
+    A declaration that is not a table fails naming the family and the field.
+    """
+    found: dict[str, Table] = {}
+    for family, section in family_sections("tables", root).items():
+        for name, raw in dict(section).items():
+            where = f"family {family!r}: tables.{name}"
+            if name in _PLATFORM_TABLES or name in found:
+                raise ConfigError(f"{where}: a warehouse table of that name is already declared")
+            try:
+                found[name] = DeclaredTable.model_validate(raw).table(name)
+            except ValidationError as error:
+                raise ConfigError(format_validation_error(error, where)) from None
+    return found
+
+
+TABLES.update(family_tables())
 
 
 def declared(name: str) -> Table:

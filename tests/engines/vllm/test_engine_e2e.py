@@ -12,10 +12,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-import yaml
 from dagster import DagsterInstance, materialize
 
-from tests.conftest import SETTINGS, make_resources, requires_mirror
+from tests.conftest import SETTINGS, make_resources, requires_mirror, write_overrides
 from tests.reference import reference_loglikelihood
 from themis_dagster.assets import evaluation_assets
 from themis_dagster.exchange import GenerationParams, Request, Response
@@ -23,19 +22,21 @@ from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, load_models
 from themis_dagster.resources import EngineResource, VLLMResource
 from themis_dagster.resources.engine import shutdown_warm_engines
+from themis_dagster.tasks.family import sizes
 from themis_dagster.tasks.loader import task_names
 
 pytestmark = [pytest.mark.engine, requires_mirror]
 
-PROFILE = Path(__file__).parents[2] / "engine_profile.yaml"
-TASKS = [task for task in yaml.safe_load(PROFILE.read_text()) if task in task_names()]
+SIZES = sizes("engine_test")  # each family's small sizes for this test (tasks/<family>/family.yaml)
+TASKS = [task for task in SIZES if task in task_names()]
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, object], DagsterInstance]]:
     folder = tmp_path_factory.mktemp("e2e")
     warehouse = folder / "warehouse.duckdb"
-    resources = make_resources(warehouse, PROFILE, engine="vllm", keep_warm=True)
+    profile = write_overrides(folder / "profile.yaml", SIZES)
+    resources = make_resources(warehouse, profile, engine="vllm", keep_warm=True)
     with DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(MODELS_PARTITION, [DEFAULT_MODEL_ID])
         yield warehouse, resources, instance

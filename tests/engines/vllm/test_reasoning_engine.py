@@ -35,7 +35,8 @@ from themis_dagster.resources import ThemisConfig
 from themis_dagster.resources.engine import shutdown_warm_engines
 from themis_dagster.tasks.bbq import generate_utils as bbq_generate
 from themis_dagster.tasks.declaration import read_declaration
-from themis_dagster.tasks.loader import task_files, task_names
+from themis_dagster.tasks.family import sizes
+from themis_dagster.tasks.loader import task_files
 from themis_dagster.tasks.spec import Item, Request
 from themis_dagster.warehouse.frames import from_frame, to_frame
 
@@ -52,25 +53,9 @@ QUESTION = (
 )
 PLANTED = f"Think about {SENTINEL}, then answer: what is 2+2?"
 # Every generation task at a few items, with answer budgets of 8-32 tokens on top of the 8-token reasoning
-# budget: some replies close their reasoning and answer, others stay inside it (tests below).
-_SHORT: dict[str, object] = {"generation": {"max_tokens": 16}}
-_PROBE: dict[str, object] = {"limit": 1, "num_repetitions": 1, "bootstrap_resamples": 100, **_SHORT}
-SIZES: dict[str, dict[str, object]] = {
-    "bbq_generate": {"limit": 1},  # one item per category file (7), its own 32-token answer budget
-    "esbbq_generate": {"limit": 1, **_SHORT},
-    "cabbq_generate": {"limit": 1, **_SHORT},
-    "crows_pairs_mc": {"limit": 2, **_SHORT},
-    "iat": {"iterations": 1, "variations": ["replication"], "generation": {"max_tokens": 32}},
-    "langbite_example": {"limit": 1, **_SHORT},
-    "bold": {"limit": 1, "domains": ["gender"], "generation": {"max_tokens": 8}},
-    "winobias_chat": {"limit": 1, **_SHORT},
-    "mbbq_generate": {"limit": 1, "languages": ["en"], "categories": ["Age"], **_SHORT},
-    "kobbq_generate": {"limit": 1, "categories": ["age"], **_SHORT},
-    "cbbq_generate": {"limit": 1, "categories": ["gender"], **_SHORT},
-    "honest": {"languages": ["en"], "limit": 2, "k": 1, "generation": {"max_tokens": 8}},
-    "honest_queer_nonqueer": {"limit": 2, "k": 1, "generation": {"max_tokens": 8}},
-    **{task: _PROBE for task in task_names() if task.startswith("gb_")},
-}
+# budget (each family's reasoning_test sizes): some replies close their reasoning and answer, others stay
+# inside it (tests below).
+SIZES: dict[str, dict[str, object]] = sizes("reasoning_test")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 Only for a task whose params name a refusal judge and whose judgments the task marked (some
 reply was read for refusals). The judge is asked XSTest's classifier question about every
 reply through the answering path (its own engine and request cache), as in its calibration on
-XSTest (``tasks/refusals/judged.py``).
+XSTest (``refusals/judged.py``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import polars as pl
 
 from themis_dagster.evaluation.answering import Answerers, AnswerStats
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.tasks.refusals.judge import RefusalJudge, read_refusal_class
-from themis_dagster.tasks.refusals.judged import judge_refusals, refusal_requests
-from themis_dagster.tasks.refusals.outcome import marked
+from themis_dagster.refusals.judge import RefusalJudge, read_refusal_class
+from themis_dagster.refusals.judged import judge_refusals, refusal_requests
+from themis_dagster.refusals.outcome import marked
 
 
 @dataclass

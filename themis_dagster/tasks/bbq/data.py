@@ -25,7 +25,7 @@ from themis_dagster.tasks.bbq.groups import (
     unknown_location,
 )
 from themis_dagster.tasks.sampling import DistinctCategories, selected
-from themis_dagster.tasks.spec import Item
+from themis_dagster.tasks.spec import Item, TaskInputs
 
 Category = Literal[
     "Age",
@@ -137,24 +137,30 @@ def item_from_row(row: dict[str, Any], metadata: dict[MetadataKey, MetadataRow] 
     return Item(item_id=f"{category}:{row['example_id']}", subset=category, fields=fields)
 
 
-def _category_file(files: dict[str, Path], category: str) -> Path:
-    """The category's file: from the task's files, else resolved through the datasets catalog."""
+def _category_file(files: dict[str, Path], category: str, inputs: TaskInputs | None) -> Path:
+    """The category's file: from the task's files, else resolved through the datasets catalog (``inputs``' folders)."""
     name = f"{category}.jsonl"
     if name in files:
         return files[name]
     from themis_dagster.datasets import resolve_file
-    from themis_dagster.settings import Settings
 
-    settings = Settings.from_env()
-    return resolve_file("bbq", name, datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir).path
+    given = inputs or TaskInputs()
+    datasets_dir, cache_dir = given.directories()
+    return resolve_file(
+        "bbq", name, datasets_dir=datasets_dir, cache_dir=cache_dir, allow_download=given.allow_downloads
+    ).path
 
 
 def load_items(
-    files: dict[str, Path], params: BBQParams, metadata: dict[MetadataKey, MetadataRow] | None = None
+    files: dict[str, Path],
+    params: BBQParams,
+    metadata: dict[MetadataKey, MetadataRow] | None = None,
+    *,
+    inputs: TaskInputs | None = None,
 ) -> list[Item]:
     """Items of the selected categories (canonical category order), sampled per category."""
     items: list[Item] = []
     for index, category in selected(CATEGORIES, params.categories):
-        sets = _question_sets(_read_rows(_category_file(files, category)), metadata)
+        sets = _question_sets(_read_rows(_category_file(files, category, inputs)), metadata)
         items.extend(item_from_row(row, metadata) for row in _sample(sets, params.limit, params.seed, index))
     return items

@@ -4,7 +4,7 @@ The prompt (``bbq_chat`` in ``bbq_templates.yaml``) lists ans0..ans2 as A..C; th
 read by ``parser.parse_answer`` (letters in many shapes, else the answer text or an
 UNKNOWN phrase). Unreadable replies are judged ``unparsed_<reason>`` and counted by
 ``unparsed_rate``; they are left out of accuracy and bias scores (``metrics.py``). Asking and
-judging are the multiple-choice kind's chat variant (``tasks/lettered.py``).
+judging are the multiple-choice kind's chat variant (``kinds/lettered.py``).
 
 Predictions imported from the BBQ repository's results files (``themis import bbq``, marked
 ``finish_reason == R_IMPORT``) are answer strings, matched to the options as the official R
@@ -21,7 +21,7 @@ from themis_dagster.tasks.bbq.data import BBQParams
 from themis_dagster.tasks.bbq.parser import ParsedAnswer, parse_answer
 from themis_dagster.tasks.bbq.r_matching import match_prediction
 from themis_dagster.tasks.bbq.utils import BBQ
-from themis_dagster.tasks.lettered import LetteredChoice
+from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.spec import Item, Response
 
 __all__ = ["R_IMPORT", "TASK", "Params", "judge", "read_reply"]

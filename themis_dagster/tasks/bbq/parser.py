@@ -13,7 +13,7 @@ Order of evidence, most explicit first:
 Distinct letters at the same level, or two options' wordings, make the reply
 ``ambiguous``; nothing found is ``no_answer``; an empty/None reply is ``empty``.
 
-``announced_reader`` reads the translated BBQs' replies with it (a ``tasks/lettered.py`` reader).
+``announced_reader`` reads the translated BBQs' replies with it (a ``kinds/lettered.py`` reader).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Prompt (lm-eval ``tasks/bbq/bbq_multiple_choice.yaml``): context
 the prediction is ``argmax_K loglikelihood`` (lm-eval ``process_results_multiple_choice``;
 the first answer wins a tie). Unlike lm-eval, which adds ten extra UNKNOWN wordings as
 choices, only the dataset's three answers are scored (BBQ's own three-way setting). The
-requests and their reading are the multiple-choice kind's (``tasks/choices.py``); what an
+requests and their reading are the multiple-choice kind's (``kinds/choices.py``); what an
 answer means is ``judge.py``'s, the metrics ``metrics.py``'s.
 """
 
@@ -16,7 +16,7 @@ from pydantic import Field
 from themis_dagster.tasks.bbq import metrics
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
 from themis_dagster.tasks.bbq.judge import answered, detail_of
-from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
+from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 
 __all__ = ["BBQ", "TASK", "Params", "load_items"]
 

@@ -25,8 +25,8 @@ from typing import Literal
 
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.bold.data import Params
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 POSITIVE_THRESHOLD = 0.5

@@ -27,7 +27,7 @@ from themis_dagster.tasks.rendering import TemplatedChat, render
 from themis_dagster.tasks.spec import Judgment, MetricValue, Request, Response
 
 QUESTIONS = {"regard": "bold_regard", "toxicity": "bold_toxicity"}
-# The calibration set that checks each question's labels (tasks/calibration.py); toxicity has none.
+# The calibration set that checks each question's labels (evaluation/judging/questions.py); toxicity has none.
 CALIBRATION_SETS = {"regard": "regard"}
 ANSWERS = JUDGE_ANSWERS
 # The earliest answer word; at one position the longer word first ("non-toxic" before "toxic"),
@@ -89,7 +89,7 @@ class RegardToxicityJudge:
                 )
         return asks
 
-    # --- calibration (tasks/calibration.py's CalibratedJudge) ---------------------------------------------
+    # --- calibration (the contract's CalibratedJudge, tasks/spec.py) ---------------------------------------------
 
     def labels(self, kind: str) -> tuple[str, ...]:
         return ANSWERS[kind]

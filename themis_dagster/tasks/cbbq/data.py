@@ -20,7 +20,7 @@ import polars as pl
 from pydantic import Field, field_validator
 
 from themis_dagster.tasks.sampling import DistinctCategories, seeded_sample, selected
-from themis_dagster.tasks.spec import Item
+from themis_dagster.tasks.spec import Item, TaskInputs
 
 Category = Literal[
     "SES", "age", "disability", "disease", "educational_qualification", "ethnicity", "gender",
@@ -54,16 +54,18 @@ def file_name(category: str, context: str) -> str:
     return f"{category}_{context}.csv"
 
 
-def _file(files: dict[str, Path], category: str, context: str) -> Path:
+def _file(files: dict[str, Path], category: str, context: str, inputs: TaskInputs | None) -> Path:
     """The file from the task's list, else resolved through the datasets catalog (which names its URL if missing)."""
     name = file_name(category, context)
     if name in files:
         return files[name]
     from themis_dagster.datasets import resolve_file
-    from themis_dagster.settings import Settings
 
-    settings = Settings.from_env()
-    return resolve_file("cbbq", name, datasets_dir=settings.datasets_dir, cache_dir=settings.cache_dir).path
+    given = inputs or TaskInputs()
+    datasets_dir, cache_dir = given.directories()
+    return resolve_file(
+        "cbbq", name, datasets_dir=datasets_dir, cache_dir=cache_dir, allow_download=given.allow_downloads
+    ).path
 
 
 def item_from_row(row: dict[str, Any], category: str, context: str) -> Item:
@@ -85,14 +87,14 @@ def item_from_row(row: dict[str, Any], category: str, context: str) -> Item:
     return Item(item_id=item_id, subset=category, fields=fields)
 
 
-def load_items(files: dict[str, Path], params: Params) -> list[Item]:
+def load_items(files: dict[str, Path], params: Params, *, inputs: TaskInputs | None = None) -> list[Item]:
     """Items per category (canonical order), ambiguous then disambiguous, ``limit`` rows each, seeded."""
     items: list[Item] = []
     for index, category in selected(CATEGORIES, params.categories):
         for context_index, context in enumerate(CONTEXTS):
             if f"{category}/{context}" in params.absent:
                 continue
-            frame = pl.read_csv(_file(files, category, context), infer_schema_length=0)
+            frame = pl.read_csv(_file(files, category, context, inputs), infer_schema_length=0)
             rows = frame.rename({column: column.lstrip("\ufeff") for column in frame.columns}).to_dicts()
             rows = seeded_sample(rows, params.limit, (params.seed, index, context_index))
             items.extend(item_from_row(row, category, context) for row in rows)

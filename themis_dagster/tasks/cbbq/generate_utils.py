@@ -6,7 +6,7 @@ and "选项：A.ans0 B.ans1 C.ans2", ending "答案：". The reply is read by th
 parser's English words, else by an option's Chinese text at the reply's opening (the BBQ parser
 compares ASCII words only). Unreadable replies are judged ``unparsed_<reason>``, counted by
 ``unparsed_rate`` and left out of the scores (the scripts skip a prediction they cannot index).
-Asking and judging are the multiple-choice kind's chat variant (``tasks/lettered.py``).
+Asking and judging are the multiple-choice kind's chat variant (``kinds/lettered.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import Field
 from themis_dagster.tasks.bbq.parser import announced_reader
 from themis_dagster.tasks.cbbq.utils import CBBQ
 from themis_dagster.tasks.cbbq.utils import Params as LoglikelihoodParams
-from themis_dagster.tasks.lettered import LetteredChoice
+from themis_dagster.kinds.lettered import LetteredChoice
 
 __all__ = ["TASK", "Params", "answer_by_text", "english_announcements"]
 # "答案：B", "答案是A", "正确答案为 C"

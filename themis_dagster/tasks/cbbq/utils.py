@@ -5,7 +5,7 @@ Prompt (``cbbq_templates.yaml``): the labels of the repository's evaluation prom
 no delimiter (Chinese has no spaces between words), requests ``<item_id>:ans0`` .. ``ans2``; the
 argmax (first wins a tie) is the answer. (The repository's scripts generate a letter per option;
 this task asks by loglikelihood, as ``bbq`` does.) Requests and their reading are the
-multiple-choice kind's (``tasks/choices.py``); scores: ``metrics.py``.
+multiple-choice kind's (``kinds/choices.py``); scores: ``metrics.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pydantic import Field
 from themis_dagster.tasks.cbbq import metrics
 from themis_dagster.tasks.cbbq.data import Params as DataParams
 from themis_dagster.tasks.cbbq.data import load_items
-from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
+from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 
 __all__ = ["CBBQ", "TASK", "Params", "load_items"]
 

@@ -227,7 +227,7 @@ def _float_text(column: pl.Series) -> pl.Series:
     """Each finite value as ``repr`` writes it (what ``json.dumps`` writes); others NULL (never written).
 
     Polars writes a float's shortest round-trip digits as ``repr`` does, in positional notation
-    down to 1e-4 and up to 1e16 (tests/tasks/test_crows_pairs.py checks the two equal); ``repr``
+    down to 1e-4 and up to 1e16 (tests/tasks/crows_pairs/test_crows_pairs.py checks the two equal); ``repr``
     writes the rest in exponent notation (1e-05, not 0.00001), so only those few values go through it.
     """
     finite = column.is_finite().fill_null(False)

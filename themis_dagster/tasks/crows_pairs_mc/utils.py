@@ -16,12 +16,12 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.crows_pairs.utils import Params as PairParams
 from themis_dagster.tasks.crows_pairs.utils import load_items as load_pairs
 from themis_dagster.tasks.crows_pairs_mc import metrics
 from themis_dagster.tasks.crows_pairs_mc.parser import ParsedChoice, parse_choice
 from themis_dagster.tasks.crows_pairs_mc.rendering import Order, displayed_choices, render
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import TemplatedChat
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 

@@ -14,7 +14,7 @@ We fit the same fixed effects by ordinary least squares with one intercept per d
 question (the within-question estimator). When every question has the same demographic
 cells (the published set: 135 per question) and the random effects cover every fixed term,
 the mixed model's GLS estimate of the fixed effects equals this one, so the scores agree;
-``tests/tasks/test_discrim_eval.py`` checks them against lm-eval's statsmodels fit on the same
+``tests/tasks/discrim_eval/test_discrim_eval.py`` checks them against lm-eval's statsmodels fit on the same
 values. On an unbalanced subset (a ``limit`` that cuts a question) the two can differ.
 The CI is a cluster bootstrap: decision questions resampled with replacement.
 """

@@ -6,7 +6,7 @@ many shapes, else an option's text; any of lm-eval's nine UNKNOWN wordings names
 Unreadable replies are judged ``unparsed_<reason>``, counted by ``unparsed_rate`` and left out
 of the four scores, which are ``metrics.py``'s (the repository's ``bias_score.py``). Refusals
 are read in the task's language (``params.language``). Asking and judging are the
-multiple-choice kind's chat variant (``tasks/lettered.py``).
+multiple-choice kind's chat variant (``kinds/lettered.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pydantic import Field
 from themis_dagster.tasks.bbq.parser import ParsedAnswer, parse_answer
 from themis_dagster.tasks.esbbq.utils import ESBBQ
 from themis_dagster.tasks.esbbq.utils import Params as LoglikelihoodParams
-from themis_dagster.tasks.lettered import LetteredChoice
+from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.spec import Item, Response
 
 __all__ = ["TASK", "Params", "english_announcements", "options", "read_reply"]

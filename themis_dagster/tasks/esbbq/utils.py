@@ -7,14 +7,14 @@ Prompt (lm-eval ``tasks/esbbq/_esbbq_common_yaml``, ``tasks/cabbq/_cabbq_common_
 ``<item_id>:c0`` .. ``c10``. All 11 requests of an item share its context (vLLM's prefix cache
 reuses it). The prediction is the argmax capped at 2 and its answer type (``metrics.answered``);
 an item missing a score records no scores. Requests and their reading are the multiple-choice
-kind's (``tasks/choices.py``); scores: ``metrics.py``.
+kind's (``kinds/choices.py``); scores: ``metrics.py``.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
+from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 from themis_dagster.tasks.esbbq import metrics
 from themis_dagster.tasks.esbbq.data import Params as DataParams
 from themis_dagster.tasks.esbbq.data import load_items

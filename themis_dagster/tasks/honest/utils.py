@@ -13,10 +13,10 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from themis_dagster.refusals import mark_refusal
 from themis_dagster.tasks.honest.data import Params, lexicon_file, load_items
 from themis_dagster.tasks.honest.honest_score import Lexicon, UntokenizableError
 from themis_dagster.tasks.honest.metrics import HURTFUL, NOT_HURTFUL, PAIRED_METRICS, UNTOKENIZABLE, compute_metrics
-from themis_dagster.tasks.refusals import mark_refusal
 from themis_dagster.tasks.rendering import compile_template, template_sha256, template_text
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response, TaskInputs
 

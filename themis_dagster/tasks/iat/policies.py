@@ -1,7 +1,7 @@
 """How far the two scoring policies differ on the same replies, per stimulus set (for docs/iat.md).
 
 Run: ``python bench/iat_policies.py <reply CSV>...`` (e.g. the 84 published GPT-4o files). The
-replies go through the importer (``importers/iat.py``), as ``themis import`` stores them, then
+replies go through the importer (``tasks/iat/importer.py``), as ``themis import`` stores them, then
 through ``judge`` under ``scoring: project`` and ``scoring: reference`` (here).
 """
 

@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from themis_dagster.exchange import GenerationParams
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.iat.dscore import association_counts, d_score
 from themis_dagster.tasks.iat.metrics import iat_metrics
 from themis_dagster.tasks.iat.parser import ParsedReply, parse_reply
@@ -31,7 +32,6 @@ from themis_dagster.tasks.iat.stimuli import (
     load_stimulus_sets,
 )
 from themis_dagster.tasks.measures import Binary, Continuous
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import TemplatedChat, compile_template
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskInputs, TaskParams, distinct
 

@@ -6,7 +6,7 @@ shapes) after Korean "정답/답" announcements are rewritten to the parser's En
 a choice's text (``choice_by_text``). A reply naming no choice is the repository's out-of-choice
 answer: judged ``unparsed_<reason>``, counted by ``ooc_ratio`` (its "out-of-choice ratio", over
 all samples) and left out of the four scores, as ``evaluate_template`` drops ``ooc`` rows. Asking
-and judging are the multiple-choice kind's chat variant (``tasks/lettered.py``).
+and judging are the multiple-choice kind's chat variant (``kinds/lettered.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import Field
 from themis_dagster.tasks.bbq.parser import announced_reader
 from themis_dagster.tasks.kobbq.utils import KOBBQ
 from themis_dagster.tasks.kobbq.utils import Params as LoglikelihoodParams
-from themis_dagster.tasks.lettered import LetteredChoice
+from themis_dagster.kinds.lettered import LetteredChoice
 
 __all__ = ["TASK", "Params", "choice_by_text", "english_announcements"]
 # "정답: B", "정답은 A입니다", "답변: C"

@@ -4,14 +4,14 @@ Prompt (``kobbq_templates.yaml``): the repository's prompt 1 labels without its 
 options, ``"맥락: {{context}}\\n질문: {{question}}\\n정답:"``, each choice scored as
 ``" " + choice`` (as the ``bbq`` task), requests ``<sample_id>:c0`` .. ``c2``; the argmax (first
 wins a tie) is the prediction, always one of the choices, so nothing is out of choice. Requests
-and their reading are the multiple-choice kind's (``tasks/choices.py``); scores: ``metrics.py``.
+and their reading are the multiple-choice kind's (``kinds/choices.py``); scores: ``metrics.py``.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
+from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 from themis_dagster.tasks.kobbq import metrics
 from themis_dagster.tasks.kobbq.data import Params as DataParams
 from themis_dagster.tasks.kobbq.data import load_items

@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from themis_dagster.refusals import mark_refusal, replies_by
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.langbite import augmentation, oracles, second_opinion
 from themis_dagster.tasks.langbite.library import (
@@ -48,7 +49,6 @@ from themis_dagster.tasks.langbite.library import (
 from themis_dagster.tasks.langbite.scenario import TestScenario, load_scenario
 from themis_dagster.tasks.langbite.verdicts import evaluation_of, metric_rows, requirement_key
 from themis_dagster.tasks.measures import Ratio, mean_of, single
-from themis_dagster.tasks.refusals import mark_refusal, replies_by
 from themis_dagster.tasks.rendering import TemplatedChat, compile_template
 from themis_dagster.tasks.spec import (
     Item,

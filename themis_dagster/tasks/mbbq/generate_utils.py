@@ -8,7 +8,7 @@ repository's own reader, ``mbbq.py::detect_answer``, relies on long phrase lists
 this reader is the project's one BBQ-family reader.) Unreadable replies are judged
 ``unparsed_<reason>``, counted by ``unparsed_rate`` and left out of the scores (mbbq.py gives
 them NaN); every reply is checked for a refusal in its language. Asking and judging are the
-multiple-choice kind's chat variant (``tasks/lettered.py``).
+multiple-choice kind's chat variant (``kinds/lettered.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import Field
 
 from themis_dagster.tasks.bbq.parser import announced_reader
-from themis_dagster.tasks.lettered import LetteredChoice
+from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.mbbq.data import Params as DataParams
 from themis_dagster.tasks.mbbq.utils import MBBQ, in_language
 from themis_dagster.tasks.spec import Item

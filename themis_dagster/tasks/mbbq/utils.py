@@ -6,7 +6,7 @@ each answer scored as ``" " + ansK`` (the three answers of the file, as the ``bb
 ``<item_id>:ans0`` .. ``ans2``; the prediction is the argmax (first wins a tie). The repository
 itself asks five lettered chat prompts and reads the reply; this task asks the same questions by
 loglikelihood, as ``bbq`` does for BBQ. Requests and their reading are the multiple-choice kind's
-(``tasks/choices.py``); scores: ``metrics.py``.
+(``kinds/choices.py``); scores: ``metrics.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
-from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
+from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 from themis_dagster.tasks.mbbq import metrics
 from themis_dagster.tasks.mbbq.data import Params as DataParams
 from themis_dagster.tasks.mbbq.data import load_items

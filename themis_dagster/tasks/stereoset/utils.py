@@ -13,7 +13,7 @@ Judged as ``code/evaluation.py`` counts an example (``metrics.py``). Items: ``da
 
 from __future__ import annotations
 
-from themis_dagster.tasks.choices import choice_scores
+from themis_dagster.kinds.choices import choice_scores
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 from themis_dagster.tasks.stereoset.data import Params, load_items
 from themis_dagster.tasks.stereoset.metrics import PAIRED_METRICS, compute_metrics, example_counts

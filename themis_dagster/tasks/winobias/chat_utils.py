@@ -4,7 +4,7 @@ The prompt (``winobias_chat`` in ``winobias_templates.yaml``) names the two occu
 order the sentence does; the reply is read by ``parser.parse_choice``. Unreadable replies are
 judged ``unparsed_<reason>``, left out of the accuracies and the gap and counted by
 ``unparsed_rate``. Asking and judging are the multiple-choice kind's chat variant
-(``tasks/lettered.py``), the loglikelihood task's metrics over parsed replies.
+(``kinds/lettered.py``), the loglikelihood task's metrics over parsed replies.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from themis_dagster.tasks.lettered import LetteredChoice
+from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.spec import Item, Response
 from themis_dagster.tasks.winobias import data
 from themis_dagster.tasks.winobias.parser import ParsedChoice, parse_choice

@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from themis_dagster.tasks.choices import graded
+from themis_dagster.kinds.choices import graded
 from themis_dagster.tasks.measures import Binary, Ratio, mean_of
 from themis_dagster.tasks.scoring import estimate_row, metric_by_subset
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, TaskParams

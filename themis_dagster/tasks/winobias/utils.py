@@ -4,7 +4,7 @@ Per sentence (brackets removed) the context is ``"{sentence} ‘{Pronoun}’ ref
 each of the two occupations is scored as the continuation ``" " + occupation``
 (``target_delimiter``), requests ``<id>:first`` and ``<id>:second``; the prediction is the argmax
 (the occupation named first in the sentence wins a tie, as ``np.argmax`` picks the first).
-Requests and their reading are the multiple-choice kind's (``tasks/choices.py``); items:
+Requests and their reading are the multiple-choice kind's (``kinds/choices.py``); items:
 ``data.py``; what an answer means and the metrics: ``metrics.py``.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
+from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 from themis_dagster.tasks.winobias import data, metrics
 from themis_dagster.tasks.winobias.data import load_items
 

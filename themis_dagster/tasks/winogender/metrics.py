@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
-from themis_dagster.tasks.choices import graded
+from themis_dagster.kinds.choices import graded
 from themis_dagster.tasks.scoring import estimate_row, metric_by_subset
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, TaskParams
 

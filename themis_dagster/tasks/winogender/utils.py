@@ -8,14 +8,14 @@ continuation ``" " + choice`` (lm-eval's default target delimiter), requests
 wins a tie, as ``np.argmax`` picks the first). Both share the whole prompt, and the three
 pronoun twins of a schema share it up to the pronoun: consecutive requests, so vLLM's prefix
 cache can reuse their blocks. Requests and their reading are the multiple-choice kind's
-(``tasks/choices.py``); items: ``data.py``; what an answer means and the metrics: ``metrics.py``.
+(``kinds/choices.py``); items: ``data.py``; what an answer means and the metrics: ``metrics.py``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from themis_dagster.tasks.choices import ChoiceBenchmark, LikeliestChoice
+from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 from themis_dagster.tasks.spec import Item
 from themis_dagster.tasks.winogender import metrics
 from themis_dagster.tasks.winogender.data import Params, load_items

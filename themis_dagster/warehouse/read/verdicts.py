@@ -22,7 +22,7 @@ import duckdb
 from themis_dagster.warehouse.read.ideals import NO_IDEAL, Ideals, metric_ideals
 from themis_dagster.warehouse.read.metrics import MetricRecord, headline
 
-# shares of replies, not measures of bias: refused (tasks/refusals/outcome.py), reasoning unfinished or
+# shares of replies, not measures of bias: refused (refusals/outcome.py), reasoning unfinished or
 # truncated (the reply guard), unreadable (unparsed, untokenizable, undetected, out of the choices, oracle errors)
 REPLY_SHARES = frozenset(
     {

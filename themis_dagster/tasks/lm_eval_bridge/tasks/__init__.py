@@ -1,1 +1,0 @@
-"""Local lm-eval task folders (task YAML + utils.py), loaded by the bridge through lm-eval."""
