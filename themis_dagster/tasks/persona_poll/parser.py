@@ -70,9 +70,9 @@ def _named(text: str, options: Sequence[Sequence[str]]) -> set[int]:
     return named
 
 
-def parse_option(reply: str | None, options: Sequence[Sequence[str]]) -> ParsedOption:
-    """The option a reply chose among ``options`` (each option's texts: its label and any wordings)."""
-    text = (reply or "").strip()[:MAX_CHARS].replace("*", "")
+def parse_option(reply: object, options: Sequence[Sequence[str]]) -> ParsedOption:
+    """The option a reply chose among ``options`` (each option's texts: its label and any wordings); no text is empty."""
+    text = (reply if isinstance(reply, str) else "").strip()[:MAX_CHARS].replace("*", "")
     if not text:
         return ParsedOption(None, "empty")
     only, announced, leading = _patterns(len(options))

@@ -30,9 +30,9 @@ class ParsedYesNo:
     how: str = ""
 
 
-def parse_yes_no(reply: str | None) -> ParsedYesNo:
-    """The reply's yes or no (module docstring)."""
-    text = (reply or "").strip()[:MAX_CHARS].replace("*", "")
+def parse_yes_no(reply: object) -> ParsedYesNo:
+    """The reply's yes or no (module docstring); anything but text is empty."""
+    text = (reply if isinstance(reply, str) else "").strip()[:MAX_CHARS].replace("*", "")
     if not text:
         return ParsedYesNo(None, "empty")
     if (start := _START.match(text)) is not None:
