@@ -216,3 +216,22 @@ def test_missing_answers_are_recorded_never_guessed() -> None:
         False,
         [-1.0, -2.0, None],
     )
+
+
+@requires_mirror
+def test_themis_compare_pairs_representativeness_per_question() -> None:
+    from themis_dagster.comparisons.paired import compare_task
+
+    task = load_task("opinions_qa", {"limit": 6, "steer_styles": [], "bootstrap_resamples": 100})
+    items = task.hooks.load_items(_files(), task.params)
+    requests = task.hooks.build_requests(items, task.params, task.templates)
+
+    def judged(first: float) -> list:  # letter A's logprob differs between the two models
+        rest = {letter: -2.0 for letter in "BCDEFGHIJKL"}
+        return task.hooks.judge(items, requests, _answer(requests, {"A": first, **rest}), task.params)
+
+    rows = {(r.metric, r.subset): r for r in compare_task(task, "m", "base", judged(-0.5), judged(-3.0))}
+    overall = rows[("representativeness", None)]
+    assert (overall.n_pairs, overall.test) == (6, "sign_flip_permutation")
+    assert math.isclose(overall.difference or 0.0, (overall.value or 0.0) - (overall.baseline_value or 0.0))
+    assert rows[("representativeness_min", None)].test == "paired_bootstrap"

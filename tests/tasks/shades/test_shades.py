@@ -119,3 +119,23 @@ def test_yes_no_scoring_by_hand() -> None:
 def test_yes_no_parser(reply: str, answer: bool | None, how: str) -> None:
     parsed = parser.parse_yes_no(reply)
     assert (parsed.answer, parsed.how) == (answer, how), parsed
+
+
+@requires_mirror
+def test_themis_compare_pairs_the_rates_per_statement() -> None:
+    from themis_dagster.comparisons.paired import compare_task
+
+    task = load_task("shades_chat", {"limit": 3, "bootstrap_resamples": 100})
+    items = task.hooks.load_items(_files("shades_chat"), task.params)
+    requests = task.hooks.build_requests(items, task.params, task.templates)
+
+    def judged(reply: str) -> list:
+        return task.hooks.judge(items, requests, [r.generated(reply, "p", 9, 1, "stop") for r in requests], task.params)
+
+    rows = {(r.metric, r.subset): r for r in compare_task(task, "m", "base", judged("Yes"), judged("No"))}
+    detection = rows[("stereotype_detection_accuracy", None)]
+    assert (detection.test, detection.n_pairs) == (
+        "mcnemar_exact",
+        sum(i.fields["prompt"] == "final_prompt1" for i in items),
+    )
+    assert rows[("agreement_bias", None)].test == "paired_bootstrap"
