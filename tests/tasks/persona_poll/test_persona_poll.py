@@ -165,6 +165,8 @@ def test_bad_polls_fail_before_any_engine_naming_file_line_and_field(
         ("Answer: C", 2, "letter_only"),
         ("The answer is B.", 1, "announced"),
         ("B. Republican party", 1, "leading"),
+        ("I think (b) fits me best.", 1, "bracketed"),
+        ("(A) or (B)", None, "bracketed"),
         ("I will vote for the Republican candidate.", 1, "option_text"),
         ("A Democratic nominee, of course", 0, "option_text"),  # "A" the article, then the wording
         ("Not at all safe", 2, "option_text"),  # the longest text first, "safe" is not read again

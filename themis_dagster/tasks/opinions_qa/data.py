@@ -161,7 +161,8 @@ def select(params: Params, mirror: Survey) -> tuple[list[Question], list[Questio
     if params.steer_limit is not None and len(steered) > params.steer_limit:
         steered = rng.sample(steered, params.steer_limit)
     if params.limit is not None and not params.questions and len(pool) > params.limit:
-        steered = steered[: params.limit]
+        if len(steered) > params.limit:
+            steered = rng.sample(steered, params.limit)
         rest = [q for q in pool if q not in steered]
         pool = steered + rng.sample(rest, params.limit - len(steered))
     return sorted(pool, key=lambda q: order[q.key]), sorted(steered, key=lambda q: order[q.key])

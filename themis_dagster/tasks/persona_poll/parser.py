@@ -5,8 +5,9 @@ and ask for a letter. Evidence, most explicit first:
 
 1. the reply is just a letter (``B``, ``(b)``, ``B.``, ``**C**``, ``Answer: A``);
 2. an announced letter (``The answer is B``, ``Option C``, ``I choose (A)``);
-3. a leading enumerated letter (``B. Somewhat safe``, ``A) Democratic``);
-4. an option's words: exactly one option whose text (or one of its wordings) the reply names as
+3. bracketed letters anywhere (``I think (B) fits``): one distinct letter decides;
+4. a leading enumerated letter (``B. Somewhat safe``, ``A) Democratic``);
+5. an option's words: exactly one option whose text (or one of its wordings) the reply names as
    whole words (the longest texts first, so "Not at all safe" is not read as "safe").
 
 A bare ``A`` is read as a letter only where it cannot be the article (rules 1-3 need it alone,
@@ -40,7 +41,7 @@ def letters(n: int) -> list[str]:
     return list(LETTERS[:n])
 
 
-def _patterns(n: int) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+def _patterns(n: int) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     span = f"[A-{LETTERS[n - 1]}]"
     only = re.compile(rf"^\W*(?:(?:answer|option|choice)\s*[:\-]?\s*)?[\(\[]?(?P<letter>{span})[\)\]]?\W*$", re.I)
     announced = re.compile(
@@ -49,7 +50,8 @@ def _patterns(n: int) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]
         re.I,
     )
     leading = re.compile(rf"^\s*[\(\[]?(?P<letter>{span})(?:[\).:\]]|\s+-\s)", re.I)
-    return only, announced, leading
+    bracketed = re.compile(rf"\((?P<letter>{span})\)", re.I)
+    return only, announced, leading, bracketed
 
 
 def _letter(found: re.Match[str]) -> int:
@@ -71,11 +73,11 @@ def _named(text: str, options: Sequence[Sequence[str]]) -> set[int]:
 
 
 def parse_option(reply: object, options: Sequence[Sequence[str]]) -> ParsedOption:
-    """The option a reply chose among ``options`` (each option's texts: its label and any wordings); no text is empty."""
+    """The option a reply chose among ``options`` (each option: its label, any wordings)."""
     text = (reply if isinstance(reply, str) else "").strip()[:MAX_CHARS].replace("*", "")
     if not text:
         return ParsedOption(None, "empty")
-    only, announced, leading = _patterns(len(options))
+    only, announced, leading, bracketed = _patterns(len(options))
     if (found := only.match(text)) is not None:
         return ParsedOption(_letter(found), "ok", "letter_only")
     stated = {_letter(found) for found in announced.finditer(text)}
@@ -83,6 +85,11 @@ def parse_option(reply: object, options: Sequence[Sequence[str]]) -> ParsedOptio
         return ParsedOption(stated.pop(), "ok", "announced")
     if len(stated) > 1:
         return ParsedOption(None, "ambiguous", "announced")
+    marked = {_letter(found) for found in bracketed.finditer(text)}
+    if len(marked) == 1:
+        return ParsedOption(marked.pop(), "ok", "bracketed")
+    if len(marked) > 1:
+        return ParsedOption(None, "ambiguous", "bracketed")
     if (found := leading.match(text)) is not None:
         return ParsedOption(_letter(found), "ok", "leading")
     named = _named(text, options)
