@@ -18,7 +18,7 @@ import pytest
 from themis_dagster.engines.fingerprint import request_fingerprint
 from themis_dagster.errors import ConfigError
 from themis_dagster.tasks.loader import load_task
-from themis_dagster.tasks.persona_poll import chat_utils, metrics, parser, poll
+from themis_dagster.tasks.persona_poll import generate_utils, metrics, parser, poll
 from themis_dagster.tasks.spec import Request, Response
 
 ALABAMA_D = 0.3710819009
@@ -208,7 +208,7 @@ def test_chat_samples_each_answer_kept_each_refusal_counted() -> None:
     assert values[("unparsed_rate", None)] == pytest.approx(2 / 8)
     # male D 2/3, female D 1/3: mean 1/2, each 1/6 from it
     assert values[("persona_spread", "gender")] == pytest.approx(1 / 6)
-    spread = chat_utils.PAIRED_METRICS["persona_spread"]
+    spread = generate_utils.PAIRED_METRICS["persona_spread"]
     units: dict[str, list] = {}
     for j in judgments:
         units.setdefault(spread.unit(j), []).append(j)

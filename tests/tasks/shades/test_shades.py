@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import MIRROR, requires_mirror
 from themis_dagster.tasks.loader import load_task
-from themis_dagster.tasks.shades import chat_utils, parser, utils
+from themis_dagster.tasks.shades import generate_utils, parser, utils
 from themis_dagster.tasks.spec import Item
 
 FOLDER = MIRROR / "shades"
@@ -92,7 +92,7 @@ def test_yes_no_scoring_by_hand() -> None:
     assert values[("agreement_rate_stereotypes", "recognised=en")] == 1.0
     assert values[("agreement_rate_contrasts", None)] == 0.0
     assert values[("agreement_bias", None)] == 1.0 and values[("agreement_bias", "gender")] == 1.0
-    bias = chat_utils.PAIRED_METRICS["agreement_bias"]
+    bias = generate_utils.PAIRED_METRICS["agreement_bias"]
     assert bias.statistic([bias.prepare(judgments)]) == 1.0
     refused = task.hooks.judge(
         items[:1],
