@@ -19,8 +19,8 @@ from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
 from themis_dagster.evaluation.judging.calibrations import read_calibration
-from themis_dagster.judging.calibration_sets import REGARD_LABELS, CalibrationRow, CalibrationSet
 from themis_dagster.evaluation.judging.questions import CALIBRATED_QUESTIONS, check_judge_labels, load_calibration_set
+from themis_dagster.judging.calibration_sets import REGARD_LABELS, CalibrationRow, CalibrationSet
 from themis_dagster.partitions import MODELS_PARTITION, calibration_key, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights

@@ -16,7 +16,6 @@ from themis_dagster.assets import judge_assets
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.errors import ConfigError
-from themis_dagster.judging.calibration_sets import XSTEST_LABELS
 from themis_dagster.evaluation.judging.questions import (
     calibrated_questions,
     check_judge_labels,
@@ -24,6 +23,7 @@ from themis_dagster.evaluation.judging.questions import (
     sets_checking,
     standalone_judge,
 )
+from themis_dagster.judging.calibration_sets import XSTEST_LABELS
 from themis_dagster.partitions import MODELS_PARTITION, calibration_key
 from themis_dagster.refusals.judge import RefusalJudge, read_refusal_class
 from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec

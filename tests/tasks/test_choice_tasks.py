@@ -23,9 +23,9 @@ from themis_dagster.datasets import resolve_file
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.engines.fingerprint import request_fingerprint
 from themis_dagster.exchange import GenerationParams
-from themis_dagster.tasks.bbq.parser import ParsedAnswer
 from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice, graded
 from themis_dagster.kinds.lettered import LetteredChoice
+from themis_dagster.tasks.bbq.parser import ParsedAnswer
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, MetricValue, Response, TaskParams
 

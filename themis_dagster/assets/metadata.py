@@ -21,11 +21,11 @@ from themis_dagster.evaluation.judging.pipeline import Judged
 from themis_dagster.evaluation.prompts import template_hashes
 from themis_dagster.evaluation.responses import Answered
 from themis_dagster.provenance import code_version
+from themis_dagster.refusals.outcome import marked
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import EngineResource
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.refusals.outcome import marked
 from themis_dagster.warehouse.generations import Materialization
 
 

@@ -20,9 +20,9 @@ from themis_dagster.evaluation.judging.reply_guard import GUARD_OUTCOMES, GUARDE
 from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.evaluation.task_frames import columnar_metrics
 from themis_dagster.judging.correction import JudgedValue
-from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.refusals.judged import refusal_judged_values
 from themis_dagster.refusals.outcome import marked, refusal_metrics
+from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import Judgment, MetricValue
 from themis_dagster.warehouse.frames import from_frame, rows_frame
 

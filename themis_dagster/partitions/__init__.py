@@ -18,8 +18,8 @@ from dagster import (
     StaticPartitionsDefinition,
 )
 
-from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.evaluation.judging.questions import calibration_set_names
+from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.tasks.loader import task_names
 

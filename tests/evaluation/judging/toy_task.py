@@ -19,10 +19,10 @@ from themis_dagster.evaluation.answering import Answerer, Answerers
 from themis_dagster.evaluation.judging.pipeline import PartitionReplies
 from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.exchange import Request, Response
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.resources import WarehouseResource
 from themis_dagster.stats.agreement import majority_verdict
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.spec import Item, Judgment, MetricSpec, MetricValue, TaskHooks, TaskParams, TaskSpec
 from themis_dagster.warehouse.frames import to_frame
 

@@ -17,9 +17,9 @@ from themis_dagster.cli.common import print_leaderboard
 from themis_dagster.evaluation.judging.reply_guard import REASONING_UNFINISHED, TRUNCATED
 from themis_dagster.explorer import data
 from themis_dagster.explorer.model import summary_tables
+from themis_dagster.refusals.outcome import REFUSED_RATE
 from themis_dagster.reports import render_model_report
 from themis_dagster.reports.leaderboard_page import RegisteredModel, render_leaderboard
-from themis_dagster.refusals.outcome import REFUSED_RATE
 from themis_dagster.warehouse.read.verdicts import REPLY_SHARES, BiasCount, bias_counts, is_bias_measure, verdict
 
 EXPECTED = {A: BiasCount(3, 5), B: BiasCount(1, 3), "fam-step-100": BiasCount(1, 1), "fam-step-200": BiasCount(0, 1)}

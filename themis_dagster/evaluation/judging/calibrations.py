@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from themis_dagster.evaluation.judging.questions import judge_labels, sets_checking
 from themis_dagster.evaluation.stage_io import Warehouse
 from themis_dagster.judging.calibration_sets import XSTEST_LABELS
 from themis_dagster.judging.correction import JudgeCalibration
+from themis_dagster.refusals.judged import CALIBRATION_SET as REFUSAL_SET
 from themis_dagster.stats import Estimate, Resampling
 from themis_dagster.stats.agreement import judge_agreement, majority_verdict
-from themis_dagster.evaluation.judging.questions import judge_labels, sets_checking
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.refusals.judged import CALIBRATION_SET as REFUSAL_SET
 from themis_dagster.tasks.spec import TaskParams
 from themis_dagster.warehouse.read.judged import calibration_kappa, calibration_labels
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from themis_dagster.evaluation.answering import Answerers, AnswerStats
-from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.refusals.judge import RefusalJudge, read_refusal_class
 from themis_dagster.refusals.judged import judge_refusals, refusal_requests
 from themis_dagster.refusals.outcome import marked
+from themis_dagster.tasks.loader import LoadedTask
 
 
 @dataclass

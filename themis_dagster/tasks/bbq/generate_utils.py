@@ -17,11 +17,11 @@ from typing import Any
 
 from pydantic import Field
 
+from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.bbq.data import BBQParams
 from themis_dagster.tasks.bbq.parser import ParsedAnswer, parse_answer
 from themis_dagster.tasks.bbq.r_matching import match_prediction
 from themis_dagster.tasks.bbq.utils import BBQ
-from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.spec import Item, Response
 
 __all__ = ["R_IMPORT", "TASK", "Params", "judge", "read_reply"]

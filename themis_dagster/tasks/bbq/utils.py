@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 from themis_dagster.tasks.bbq import metrics
 from themis_dagster.tasks.bbq.data import BBQParams, load_items
 from themis_dagster.tasks.bbq.judge import answered, detail_of
-from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 
 __all__ = ["BBQ", "TASK", "Params", "load_items"]
 

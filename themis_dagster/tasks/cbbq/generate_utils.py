@@ -15,10 +15,10 @@ import re
 
 from pydantic import Field
 
+from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.bbq.parser import announced_reader
 from themis_dagster.tasks.cbbq.utils import CBBQ
 from themis_dagster.tasks.cbbq.utils import Params as LoglikelihoodParams
-from themis_dagster.kinds.lettered import LetteredChoice
 
 __all__ = ["TASK", "Params", "answer_by_text", "english_announcements"]
 # "答案：B", "答案是A", "正确答案为 C"

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 from themis_dagster.tasks.cbbq import metrics
 from themis_dagster.tasks.cbbq.data import Params as DataParams
 from themis_dagster.tasks.cbbq.data import load_items
-from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice
 
 __all__ = ["CBBQ", "TASK", "Params", "load_items"]
 

@@ -18,8 +18,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.kinds.choices import build_choice_requests, scored_items
+from themis_dagster.stats import bootstrap_estimate
 from themis_dagster.tasks.discrim_eval.regression import GENDERS, RACES, Observation, fit, logit_pnorm_yes
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 

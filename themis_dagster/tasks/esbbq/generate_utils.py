@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import Field
 
+from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.bbq.parser import ParsedAnswer, parse_answer
 from themis_dagster.tasks.esbbq.utils import ESBBQ
 from themis_dagster.tasks.esbbq.utils import Params as LoglikelihoodParams
-from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.spec import Item, Response
 
 __all__ = ["TASK", "Params", "english_announcements", "options", "read_reply"]

@@ -15,10 +15,10 @@ import re
 
 from pydantic import Field
 
+from themis_dagster.kinds.lettered import LetteredChoice
 from themis_dagster.tasks.bbq.parser import announced_reader
 from themis_dagster.tasks.kobbq.utils import KOBBQ
 from themis_dagster.tasks.kobbq.utils import Params as LoglikelihoodParams
-from themis_dagster.kinds.lettered import LetteredChoice
 
 __all__ = ["TASK", "Params", "choice_by_text", "english_announcements"]
 # "정답: B", "정답은 A입니다", "답변: C"

@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import Field
 
-from themis_dagster.tasks.bbq.parser import announced_reader
 from themis_dagster.kinds.lettered import LetteredChoice
+from themis_dagster.tasks.bbq.parser import announced_reader
 from themis_dagster.tasks.mbbq.data import Params as DataParams
 from themis_dagster.tasks.mbbq.utils import MBBQ, in_language
 from themis_dagster.tasks.spec import Item
