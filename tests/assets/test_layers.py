@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engines",),
     ("warehouse",),
     ("mitigations",),
+    ("perturbations",),
     ("tasks",),
     ("partitions",),
     ("columnar",),
