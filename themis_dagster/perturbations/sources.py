@@ -63,10 +63,24 @@ class DescriptorSource(BaseModel):
     file: str
 
 
+class GroupsDeclaration(BaseModel):
+    """Names in several groups, read from one CSV (see lists.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str
+    dataset: str
+    file: str
+    name: str
+    group: str
+    align: str | None = None
+
+
 class ListsFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     lists: dict[str, ListDeclaration]
+    groups: dict[str, GroupsDeclaration] = Field(default_factory=dict)
     descriptors: DescriptorSource
 
 
@@ -200,3 +214,43 @@ def read_user_pairs(path: Path, name: str | None = None) -> PairList:
     if not pairs:
         raise ConfigError(f"{path}: no word pairs after the header")
     return PairList(name or path.stem, classes, tuple(pairs), {str(path.name): sha256_file(path)})
+
+
+@dataclass(frozen=True)
+class NameGroups:
+    """Members of each group, position i of every group sharing the ``align`` value; ``sha256`` the file's."""
+
+    name: str
+    groups: dict[str, tuple[str, ...]]
+    sha256: str
+
+
+def load_groups(name: str, mirror: Mirror) -> NameGroups:
+    """The declared name groups ``name`` (``KeyError`` listing the declared names for any other).
+
+    Names are title-cased ("ADAM ERICKSON" -> "Adam Erickson"). With ``align``, each group's
+    members are interleaved by that column's values in their first-seen order (male, female,
+    male, ...), each group cut to the shortest run, so a member position means the same value
+    everywhere.
+    """
+    return _load_groups(name, mirror)
+
+
+@cache
+def _load_groups(name: str, mirror: Mirror) -> NameGroups:
+    declared = declared_lists().groups
+    if name not in declared:
+        raise KeyError(f"unknown name groups {name!r}; known: {', '.join(sorted(declared))}")
+    spec = declared[name]
+    text, sha256 = mirror.read(spec.dataset, spec.file)
+    runs: dict[str, dict[str, list[str]]] = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        member = " ".join(part.capitalize() for part in row[spec.name].split())
+        runs.setdefault(row[spec.group], {}).setdefault(row[spec.align] if spec.align else "", []).append(member)
+    order = list(dict.fromkeys(key for group in runs.values() for key in group))
+    length = min(len(group.get(key, [])) for group in runs.values() for key in order)
+    groups = {
+        group: tuple(values[key][position] for position in range(length) for key in order)
+        for group, values in runs.items()
+    }
+    return NameGroups(name, groups, sha256)
