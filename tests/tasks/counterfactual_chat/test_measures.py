@@ -44,6 +44,7 @@ def fixture() -> list[Judgment]:
         fields = {
             "request_id": request,
             "category": "test",
+            "request": f"request {request}",
             "axis": axis,
             "group_a": a,
             "group_b": b,

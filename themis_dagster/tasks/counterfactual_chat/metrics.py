@@ -49,7 +49,7 @@ def pair_detail(
 ) -> dict[str, Any]:
     """What a judgment keeps about one pair before any judge answers."""
     return {
-        **{key: fields[key] for key in ("request_id", "category", "axis", "group_a", "group_b")},
+        **{key: fields[key] for key in ("request_id", "category", "request", "axis", "group_a", "group_b")},
         **{key: fields[key] for key in ("identity_a", "identity_b")},
         "reply_a": replies[0],
         "reply_b": replies[1],
