@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
 import pytest
 
+from themis_dagster.comparisons.perturbation_store import (
+    changed_items,
+    effects_in_warehouse,
+    effects_view,
+    store_effects,
+)
 from themis_dagster.comparisons.perturbations import PerturbationEffect, perturbation_effects, with_holm
+from themis_dagster.exchange import Request
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Judgment
+from themis_dagster.warehouse.appends import append_rows
+from themis_dagster.warehouse.frames import to_frame
+from themis_dagster.warehouse.schema import ensure_schema
 
 TASK = load_task("winobias")
 
@@ -72,3 +86,26 @@ def test_a_no_op_is_exactly_zero_with_p_one() -> None:
     assert rows and {r.scope for r in rows} == {"all"}  # nothing changed: nothing compared as changed
     assert all(r.difference == 0.0 and r.p_value == 1.0 for r in rows)
     assert all((r.n_changed, r.n_unchanged) == (0, 12) for r in rows)
+
+
+def test_stored_and_adjusted_in_the_warehouse(tmp_path: Path) -> None:
+    """The changed items read from the stored prompts; the view's Holm equals ``with_holm``'s."""
+    variant = "winobias__gender_swap"
+    requests = [Request.loglikelihood(f"sentence {i} about him", " x", f"i{i:02d}:a", f"i{i:02d}") for i in range(12)]
+    swapped = [
+        replace(r, context=r.context.replace("him", "her")) if index < 10 else r  # type: ignore[union-attr]
+        for index, r in enumerate(requests)
+    ]
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        ensure_schema(conn)
+        for task, prompts, judged in (("winobias", requests, ORIGINAL), (variant, swapped, PERTURBED)):
+            append_rows(conn, "prompts", to_frame("prompts", prompts, model="m", task=task))
+            append_rows(conn, "judgments", to_frame("judgments", judged, model="m", task=task))
+        assert changed_items(conn, "m", "winobias", variant) == CHANGED
+        rows = effects_in_warehouse(conn, TASK, "m", variant, "gender_swap")
+        assert store_effects(conn, "m", variant, "winobias", "key", rows, run_id="r") == len(rows)
+        view = effects_view(conn, "m").to_dicts()
+    expected = {(r.scope, r.subset, r.metric): r.p_adjusted for r in with_holm(rows)}
+    assert {(r["scope"], r["subset"], r["metric"]): r["p_adjusted"] for r in view} == pytest.approx(expected)
+    assert {r["task"] for r in view} == {variant} and {r["base_task"] for r in view} == {"winobias"}
+    assert {(r["n_changed"], r["n_unchanged"]) for r in view} == {(10, 2)}
