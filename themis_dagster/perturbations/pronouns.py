@@ -4,9 +4,10 @@ A word list cannot swap "her": it is both the object form ("I saw her" -> "I saw
 possessive determiner ("her book" -> "his book"); "his" likewise is a determiner ("his book" ->
 "her book") and a pronoun standing alone ("the book is his" -> "the book is hers"). HELM keeps
 the first entry of its list for such words (gender_perturbation.py, "instead of making our
-decision using a POS tagger for simplicity"): its female-to-male pairs list "her" -> "him" first,
-so "his" -> "her" and "him" -> "her" both come back as "him" ("his dog" -> "him dog"). Here the role is read from the next word: a determiner is followed by the word
-it determines (a noun or an adjective), the object and the standalone pronoun by punctuation,
+decision using a POS tagger for simplicity"): its female-to-male pairs list "her" -> "him"
+first, so "his" -> "her" and "him" -> "her" both come back as "him" ("his dog" -> "him dog").
+Here the role is read from the next word: a determiner is followed by the word it determines
+(a noun or an adjective), the object and the standalone pronoun by punctuation,
 the end of the text, or a function word ("to", "the", "and", "very", ...). So
 
     "his dog"        -> "her dog"        -> "his dog"

@@ -13,9 +13,9 @@ from __future__ import annotations
 from themis_dagster.tasks.choices import build_choice_requests, first_argmax, scored_items
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 from themis_dagster.tasks.winogender.data import Params, load_items
-from themis_dagster.tasks.winogender.metrics import compute_metrics
+from themis_dagster.tasks.winogender.metrics import PAIRED_METRICS, compute_metrics
 
-__all__ = ["Params", "build_requests", "compute_metrics", "judge", "load_items"]
+__all__ = ["PAIRED_METRICS", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
 CHOICES = ("occupation", "participant")
 
 
