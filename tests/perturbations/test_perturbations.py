@@ -10,6 +10,8 @@ from tests.perturbations.test_round_trip import MIRRORED
 from themis_dagster.errors import ConfigError
 from themis_dagster.exchange import Request
 from themis_dagster.perturbations import build, build_all, builtin_perturbations, parse_perturbations, perturb_requests
+from themis_dagster.perturbations.frames import keyed_fingerprint, perturb_frame
+from themis_dagster.warehouse.frames import to_frame
 
 ORIGIN = "overrides.yaml: bbq_generate.perturbations"
 
@@ -134,3 +136,28 @@ def test_requests_are_rewritten_and_unchanged_items_counted() -> None:
     assert perturbed.summary() == {"items": 4, "items_changed": 3, "items_unchanged": 1, "words_replaced": 4}
     identity = perturb_requests(requests, build(builtin_perturbations()["identity"], MIRRORED))
     assert identity.requests == requests and identity.changed == frozenset()
+
+
+def test_a_prompts_frame_is_rewritten_as_its_requests_are() -> None:
+    """The prompts stage's frame: the same rewrite as ``perturb_requests``, messages as JSON text."""
+    gender = build(builtin_perturbations()["gender_swap"], MIRRORED)
+    requests = [
+        Request.loglikelihood("The nurse said he", " was tired", "q1:a", "q1"),
+        Request.conversation([{"role": "user", "content": "Her car?"}], "q2:0", "q2"),
+        Request.completion("The weather is fine.", "q3:0", "q3"),
+    ]
+    frame = to_frame("prompts", requests, model="m", task="t")
+    rewritten, counts = perturb_frame(frame, gender)
+    expected = to_frame("prompts", perturb_requests(requests, gender).requests, model="m", task="t")
+    assert rewritten.equals(expected)
+    assert counts == {"items": 3, "items_changed": 2, "items_unchanged": 1, "requests_changed": 2}
+    same, none = perturb_frame(frame, build(builtin_perturbations()["identity"], MIRRORED))
+    assert same.equals(frame) and none["items_unchanged"] == 3
+
+
+def test_a_variants_answers_are_keyed_apart() -> None:
+    """Folded into the model fingerprint: no answer is shared with the original or another perturbation."""
+    identity, swap = (build(builtin_perturbations()[name], MIRRORED) for name in ("identity", "gender_swap"))
+    keys = {keyed_fingerprint("model-fp", identity.key), keyed_fingerprint("model-fp", swap.key), "model-fp"}
+    assert len(keys) == 3
+    assert keyed_fingerprint("model-fp", swap.key) == keyed_fingerprint("model-fp", swap.key)
