@@ -1,0 +1,65 @@
+"""Variant partitions declared by a task override's ``perturbations``: names, checks, parameters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from themis_dagster.errors import ConfigError
+from themis_dagster.perturbations.spec import WordPairsSwap
+from themis_dagster.tasks.loader import task_names
+from themis_dagster.tasks.variants import declared_variants, split_variant, variant_name, without_perturbations
+
+
+def _write(tmp_path: Path, overrides: dict[str, object]) -> Path:
+    path = tmp_path / "overrides.yaml"
+    path.write_text(yaml.safe_dump(overrides))
+    return path
+
+
+def test_variants_are_named_after_their_task(tmp_path: Path) -> None:
+    (tmp_path / "jobs.csv").write_text("a,b\nnurse,engineer\n")
+    path = _write(tmp_path, {
+        "winogender": {"limit": 5, "perturbations": ["gender_swap", "identity"]},
+        "bbq_generate": {"perturbations": [{"name": "jobs", "kind": "word_pairs", "path": "jobs.csv"}]},
+        "crows_pairs": {"limit": 3},
+    })  # fmt: skip
+    variants = declared_variants(path, task_names())
+    assert sorted(variants) == ["bbq_generate__jobs", "winogender__gender_swap", "winogender__identity"]
+    task, declaration = variants["bbq_generate__jobs"]
+    assert task == "bbq_generate" and isinstance(declaration, WordPairsSwap)
+    assert declaration.path == tmp_path / "jobs.csv"
+    assert split_variant("winogender__identity") == ("winogender", "identity")
+    assert split_variant("winogender") == ("winogender", None)
+    assert variant_name("winogender", "identity") == "winogender__identity"
+    assert sorted(["bold", "winogender__identity", "bbq_generate__jobs", "bbq_generate", "winogender"]) == [
+        "bbq_generate",
+        "bbq_generate__jobs",
+        "bold",
+        "winogender",
+        "winogender__identity",
+    ]  # fmt: skip - a variant runs right after its task
+    assert without_perturbations({"limit": 5, "perturbations": ["x"]}) == {"limit": 5}
+    assert declared_variants(None, task_names()) == {}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"winogender": {"perturbations": ["gendr_swap"]}},
+            "winogender.perturbations.0: unknown perturbation 'gendr_swap'",
+        ),
+        ({"nonesuch": {"perturbations": ["identity"]}}, "unknown task 'nonesuch'"),
+        ({"winogender": {"perturbations": [{"kind": "identity"}]}}, "winogender.perturbations.0: name: a declared"),
+    ],
+)
+def test_bad_variants_fail_naming_file_task_and_entry(
+    tmp_path: Path, overrides: dict[str, object], message: str
+) -> None:
+    path = _write(tmp_path, overrides)
+    with pytest.raises(ConfigError) as raised:
+        declared_variants(path, task_names())
+    assert str(path) in str(raised.value) and message in str(raised.value)
