@@ -9,7 +9,8 @@ import yaml
 
 from themis_dagster.errors import ConfigError
 from themis_dagster.perturbations.spec import WordPairsSwap
-from themis_dagster.tasks.loader import task_names
+from themis_dagster.settings import Settings
+from themis_dagster.tasks.loader import evaluation_tasks, load_overrides, load_task, task_names
 from themis_dagster.tasks.variants import declared_variants, split_variant, variant_name, without_perturbations
 
 
@@ -63,3 +64,28 @@ def test_bad_variants_fail_naming_file_task_and_entry(
     with pytest.raises(ConfigError) as raised:
         declared_variants(path, task_names())
     assert str(path) in str(raised.value) and message in str(raised.value)
+
+
+def test_a_variant_loads_as_its_task_with_its_perturbation(tmp_path: Path) -> None:
+    (tmp_path / "jobs.csv").write_text("a,b\nnurse,engineer\n")
+    path = _write(tmp_path, {
+        "winogender": {"limit": 5, "perturbations": ["identity"]},
+        "bbq_generate": {"limit": 2, "perturbations": [{"name": "jobs", "kind": "word_pairs", "path": "jobs.csv"}]},
+    })  # fmt: skip
+    overrides = load_overrides(path)
+    assert overrides["winogender"] == {"limit": 5}  # perturbations declare variants, not a parameter
+    variant = load_task("bbq_generate__jobs", overrides.get("bbq_generate__jobs"))
+    assert variant.name == "bbq_generate__jobs" and variant.spec.task == "bbq_generate"
+    assert variant.params == load_task("bbq_generate", overrides["bbq_generate"]).params
+    assert variant.perturbation is not None and variant.perturbation.name == "jobs"
+    builtin = load_task("winogender__identity")  # a built-in needs no overrides file
+    assert builtin.perturbation is not None and builtin.perturbation.kind == "identity"
+    assert load_task("winogender").perturbation is None and load_task("winogender").name == "winogender"
+    with pytest.raises(ConfigError, match="unknown task 'winogender__jobs': 'winogender' has no perturbation 'jobs'"):
+        load_task("winogender__jobs")
+    with pytest.raises(ConfigError, match="unknown task 'nonesuch__identity'"):
+        load_task("nonesuch__identity")
+    settings = Settings(task_overrides_file=path)
+    names = evaluation_tasks(settings)
+    assert names == sorted([*task_names(), "winogender__identity", "bbq_generate__jobs"])
+    assert names.index("winogender__identity") == names.index("winogender") + 1
