@@ -106,9 +106,8 @@ def test_bad_lists_fail_naming_the_field(entry: dict[str, object], message: str)
 def test_a_bad_word_pair_csv_fails_naming_its_line(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "pairs.csv"
     path.write_text(text)
-    declared = parse_perturbations([{"name": "mine", "kind": "word_pairs", "path": "pairs.csv"}], ORIGIN, tmp_path)
-    with pytest.raises(ConfigError) as raised:
-        build(declared[0], MIRRORED, ORIGIN)
+    with pytest.raises(ConfigError) as raised:  # when the overrides are read, before any list is built
+        parse_perturbations([{"name": "mine", "kind": "word_pairs", "path": "pairs.csv"}], ORIGIN, tmp_path)
     assert message in str(raised.value)
     assert str(tmp_path) in str(raised.value)
 

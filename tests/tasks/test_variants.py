@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import MIRROR
 from themis_dagster.errors import ConfigError
 from themis_dagster.perturbations.spec import WordPairsSwap
 from themis_dagster.settings import Settings
-from themis_dagster.tasks.loader import evaluation_tasks, load_overrides, load_task, task_names
+from themis_dagster.tasks.loader import check_variants, evaluation_tasks, load_overrides, load_task, task_names
 from themis_dagster.tasks.variants import declared_variants, split_variant, variant_name, without_perturbations
 
 
@@ -89,3 +90,19 @@ def test_a_variant_loads_as_its_task_with_its_perturbation(tmp_path: Path) -> No
     names = evaluation_tasks(settings)
     assert names == sorted([*task_names(), "winogender__identity", "bbq_generate__jobs"])
     assert names.index("winogender__identity") == names.index("winogender") + 1
+
+
+def test_the_plan_builds_every_variants_lists_before_any_engine(tmp_path: Path) -> None:
+    path = _write(tmp_path, {
+        "bbq_generate": {"perturbations": [
+            {"name": "faith", "kind": "descriptors", "axis": "religion", "pairs": [["Christian", "Jedi"]]},
+        ]},
+    })  # fmt: skip
+    settings = Settings(task_overrides_file=path, datasets_dir=MIRROR, cache_dir=tmp_path / "cache")
+    with pytest.raises(ConfigError) as raised:
+        check_variants(settings, ["bbq_generate"], load_overrides(path))
+    assert str(raised.value) == (
+        f"{path}: bbq_generate.perturbations: faith: pairs.0: 'Jedi' is not a descriptor of the 'religion' axis "
+        "in descriptors_v1.1.json"
+    )
+    check_variants(settings, ["winogender"], load_overrides(path))  # other tasks' variants are not built

@@ -80,8 +80,9 @@ def parse_perturbations(entries: Any, origin: str, base_dir: Path | None = None)
     """A task override's ``perturbations``: built-in names or ``{name, kind, ...}`` mappings.
 
     ``origin`` prefixes every error (``overrides.yaml: bbq_generate.perturbations``); a relative
-    ``path`` is read from ``base_dir``. Fails with ``ConfigError`` naming the entry's index for
-    an unknown name, a declaration without a name, a name used twice or taken by a built-in.
+    ``path`` is read from ``base_dir``, and read now. Fails with ``ConfigError`` naming the entry's
+    index for an unknown name, a declaration without a name, a name used twice or taken by a
+    built-in; a bad word-pair file, naming its file and line.
     """
     if not isinstance(entries, list):
         raise ConfigError(f"{origin}: expected a list of perturbation names or declarations")
@@ -102,8 +103,10 @@ def parse_perturbations(entries: Any, origin: str, base_dir: Path | None = None)
                 raise ConfigError(f"{where}: name: a declared perturbation needs a name ([a-z0-9_], 25 at most)")
             if declaration.name in builtin:
                 raise ConfigError(f"{where}: name: {declaration.name!r} is a built-in perturbation's name")
-            if isinstance(declaration, WordPairsSwap) and not declaration.path.is_absolute() and base_dir:
-                declaration = declaration.model_copy(update={"path": base_dir / declaration.path})
+            if isinstance(declaration, WordPairsSwap):
+                if not declaration.path.is_absolute() and base_dir:
+                    declaration = declaration.model_copy(update={"path": base_dir / declaration.path})
+                read_user_pairs(declaration.path, declaration.name)  # a bad file fails here, naming its line
         if declaration.name in {p.name for p in parsed}:
             raise ConfigError(f"{where}: perturbation {declaration.name!r} is named twice")
         parsed.append(declaration)

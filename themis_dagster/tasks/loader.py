@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from themis_dagster.engines.precision import check_batch_invariant, this_gpu
 from themis_dagster.errors import ConfigError, format_validation_error
-from themis_dagster.perturbations import Declaration, builtin_perturbations
+from themis_dagster.perturbations import Declaration, Mirror, build, builtin_perturbations
 from themis_dagster.registry.models import get_model, load_registry
 from themis_dagster.settings import Settings
 from themis_dagster.tasks.declaration import read_declaration
@@ -303,6 +303,16 @@ def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> No
     for spec in engaged:  # settings this device cannot honour (engines/precision.py)
         if spec.engine.batch_invariant:
             check_batch_invariant(spec, this_gpu())
+    check_variants(settings, [split_variant(task)[0] for task in tasks], overrides)
+
+
+def check_variants(settings: Settings, tasks: Sequence[str], overrides: dict[str, dict[str, Any]]) -> None:
+    """Every perturbation the tasks' variants declare, built from its lists: a bad list or descriptor fails here."""
+    mirror = Mirror(settings.datasets_dir, settings.cache_dir)
+    for name, values in overrides.items():
+        declaration = values.get(VARIANT_DECLARATION)
+        if declaration is not None and split_variant(name)[0] in tasks:
+            build(declaration, mirror, f"{settings.task_overrides_file}: {split_variant(name)[0]}.perturbations")
 
 
 def tasks_with_local_data(
