@@ -39,6 +39,7 @@ class Axes:
     by_axis: dict[str, tuple[Descriptor, ...]]
     sha256: str
     source: str
+    dataset: str = ""
 
     def axis(self, name: str, field: str) -> tuple[Descriptor, ...]:
         """The axis' descriptors; ``ValueError`` naming ``field`` and the known axes for any other name."""
@@ -86,7 +87,9 @@ def _load_axes(mirror: Mirror) -> Axes:
     source = declared_lists().descriptors
     text, sha256 = mirror.read(source.dataset, source.file)
     data = json.loads(text)
-    return Axes({axis: tuple(_entries(axis, buckets)) for axis, buckets in data.items()}, sha256, source.file)
+    return Axes(
+        {axis: tuple(_entries(axis, buckets)) for axis, buckets in data.items()}, sha256, source.file, source.dataset
+    )
 
 
 def descriptor_pairs(
@@ -109,4 +112,4 @@ def descriptor_pairs(
                 raise ValueError(f"{where}: {descriptor.text!r} is already paired in pairs.{seen[key]}")
             seen[key] = index
         resolved.append((first.text, second.text))
-    return PairList(name, classes, tuple(resolved), {f"holistic_bias/{axes.source}": axes.sha256})
+    return PairList(name, classes, tuple(resolved), {f"{axes.dataset}/{axes.source}": axes.sha256})
