@@ -37,14 +37,10 @@ from themis_dagster.assets.evaluation import bias_metrics
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult
 from themis_dagster.assets.stage import preview
 from themis_dagster.comparisons.gates import load_gates
-from themis_dagster.comparisons.store import (
-    clear_parent_comparisons,
-    common_tasks,
-    judgments_of,
-    run_comparisons,
-)
+from themis_dagster.comparisons.store import clear_parent_comparisons, judgments_of, run_comparisons
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.resources import ThemisConfig, WarehouseResource
+from themis_dagster.warehouse.read.comparisons import common_tasks, task_trend
 
 COMPARISONS_GROUP = "comparisons"
 GATE_CHECK = "no_regression_vs_parent"
@@ -58,13 +54,7 @@ def _tag_run(context: AssetExecutionContext | OpExecutionContext, verdict: str) 
 
 def _trend(conn: Any, model: str, task: str) -> MetadataValue:
     """The model's checkpoint family on this task: headline metrics by step, significant changes marked."""
-    frame = conn.execute(
-        "SELECT t.step, t.model, t.metric, t.value, t.ci_low, t.ci_high, t.change_vs_previous, "
-        "t.p_adjusted_vs_previous, t.significant FROM checkpoint_trends t "
-        "WHERE t.task = ? AND t.subset IS NULL AND t.family IN "
-        "(SELECT family FROM checkpoint_trends WHERE model = ?) ORDER BY t.metric, t.step",
-        [task, model],
-    ).pl()
+    frame = task_trend(conn, model, task)
     if frame.is_empty():
         return MetadataValue.md("(not a checkpoint family of two or more evaluated steps)")
     marked = frame.with_columns(pl.when(pl.col("significant")).then(pl.lit("*")).otherwise(pl.lit("")).alias("mark"))

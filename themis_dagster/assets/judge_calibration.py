@@ -47,7 +47,7 @@ from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.tasks.spec import JudgePanel, TaskInputs, TaskParams
 from themis_dagster.warehouse.frames import rows_frame
 from themis_dagster.warehouse.partitions import Write, replace_rows
-from themis_dagster.warehouse.reads import table_exists
+from themis_dagster.warehouse.read.judged import calibration_kappa, calibration_labels
 from themis_dagster.warehouse.schema import ensure_schema
 
 JUDGES_GROUP = "judges"
@@ -178,28 +178,18 @@ def read_calibration(conn: Any, judge: str, calibration_set: str, labels: tuple[
 
     ``labels``: the judge question's label set, which the calibration checked equals the set's.
     """
-    if not table_exists(conn, "judge_calibration_labels"):
-        return None
-    rows = conn.execute(
-        "SELECT human_label, judge_label FROM judge_calibration_labels WHERE judge = ? AND calibration_set = ? "
-        "ORDER BY item_id",
-        [judge, calibration_set],
-    ).fetchall()
+    rows = calibration_labels(conn, judge, calibration_set)
     if not rows:
         return None
-    kappa = conn.execute(
-        "SELECT value, ci_low, ci_high, n FROM judge_calibration_metrics "
-        "WHERE judge = ? AND calibration_set = ? AND metric = 'kappa'",
-        [judge, calibration_set],
-    ).fetchone()
-    readable = [(human, said) for human, said in rows if said is not None]
+    kappa = calibration_kappa(conn, judge, calibration_set)
+    readable = [(row.human_label, row.judge_label) for row in rows if row.judge_label is not None]
     return JudgeCalibration(
         judge=judge,
         calibration_set=calibration_set,
         labels=labels,
         human=tuple(human for human, _ in readable),
         judged=tuple(said for _, said in readable),
-        kappa=Estimate(*kappa) if kappa is not None else None,
+        kappa=Estimate(kappa.value, kappa.ci_low, kappa.ci_high, kappa.n) if kappa is not None else None,
     )
 
 
@@ -243,21 +233,15 @@ def majority_calibration(
     Cohen's kappa, with no engine asked. None when some judge of the panel has no stored calibration
     on the set (the majority is then an "uncalibrated judge").
     """
-    if not table_exists(conn, "judge_calibration_labels"):
-        return None
     votes: dict[str, list[str | None]] = {}
     human: dict[str, str] = {}
     for judge in judges:
-        rows = conn.execute(
-            "SELECT item_id, human_label, judge_label FROM judge_calibration_labels "
-            "WHERE judge = ? AND calibration_set = ? ORDER BY item_id",
-            [judge, calibration_set],
-        ).fetchall()
+        rows = calibration_labels(conn, judge, calibration_set)
         if not rows:
             return None
-        for item_id, label, said in rows:
-            human[item_id] = label
-            votes.setdefault(item_id, []).append(said)
+        for row in rows:
+            human[row.item_id] = row.human_label
+            votes.setdefault(row.item_id, []).append(row.judge_label)
     pairs = [
         (human[item_id], verdict)
         for item_id in sorted(votes)

@@ -1,4 +1,7 @@
-"""The leaderboard: every model's headline metrics ranked by distance from the unbiased value."""
+"""The leaderboard: every model's headline metrics with a declared ideal, ranked by distance from it.
+
+Reads through the warehouse's read layer (``warehouse/read``); writes the ``leaderboard`` table.
+"""
 
 from datetime import UTC, datetime
 
@@ -12,6 +15,7 @@ from themis_dagster.reports.leaderboard_page import RegisteredModel, render_lead
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.tasks.loader import task_names
 from themis_dagster.warehouse.partitions import replace_table
+from themis_dagster.warehouse.read.metrics import headline_frame
 from themis_dagster.warehouse.tables import declared
 
 
@@ -26,9 +30,14 @@ def metric_ideals(themis: ThemisConfig) -> pl.DataFrame:
 
 
 def rank_models(headline: pl.DataFrame, ideals: pl.DataFrame, at: datetime) -> pl.DataFrame:
-    """Rank 1 is the model closest to the metric's ideal (|value - ideal|); ties share a rank."""
-    joined = headline.join(ideals, on=["task", "metric"], how="inner").with_columns(
-        (pl.col("value") - pl.col("ideal").fill_null(0.0)).abs().alias("distance")
+    """Rank 1 is the model closest to the metric's ideal (|value - ideal|); ties share a rank.
+
+    A metric without a declared ideal is not ranked (there is nothing to be close to: never measured from 0).
+    """
+    joined = (
+        headline.join(ideals, on=["task", "metric"], how="inner")
+        .filter(pl.col("ideal").is_not_null())
+        .with_columns((pl.col("value") - pl.col("ideal")).abs().alias("distance"))
     )
     ranked = joined.with_columns(
         pl.col("distance").rank(method="min").over(["task", "metric"]).cast(pl.Int32).alias("rank"),
@@ -40,10 +49,7 @@ def rank_models(headline: pl.DataFrame, ideals: pl.DataFrame, at: datetime) -> p
 @report_asset(description="Headline metrics of every evaluated model, ranked per task and metric.", deps=[bias_metrics])
 def leaderboard(context: AssetExecutionContext, themis: ThemisConfig, warehouse: WarehouseResource) -> AssetResult:
     with warehouse.connect() as conn:
-        headline = conn.execute(
-            "SELECT model, task, metric, value, ci_low, ci_high, n FROM metrics "
-            "WHERE subset IS NULL AND value IS NOT NULL"
-        ).pl()
+        headline = headline_frame(conn)
     board = rank_models(headline, metric_ideals(themis), datetime.now(UTC).replace(tzinfo=None))
     with warehouse.connect() as conn:
         rows = replace_table(conn, "leaderboard", board)

@@ -19,6 +19,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_cache(args: argparse.Namespace) -> int:
     """Show or clear the request cache (answers by request fingerprint, reused across runs)."""
     from themis_dagster.registry.model_id import InvalidModelIdError, validate_model_id
+    from themis_dagster.warehouse.read.cache import cache_stats
 
     if args.model:
         try:
@@ -31,10 +32,6 @@ def cmd_cache(args: argparse.Namespace) -> int:
             row = conn.execute(f"DELETE FROM request_cache {where} RETURNING 1", values).fetchall()  # noqa: S608
             print(f"cleared {len(row)} cached answers" + (f" of {args.model}" if args.model else ""))
             return 0
-        frame = conn.execute(
-            f"SELECT model, count(*) AS answers, min(cached_at) AS first, max(cached_at) AS last "  # noqa: S608
-            f"FROM request_cache {where} GROUP BY model ORDER BY model",
-            values,
-        ).df()
+        frame = cache_stats(conn, args.model)
     print(frame.to_string(index=False) if not frame.empty else "(the request cache is empty)")
     return 0

@@ -77,32 +77,22 @@ def warehouse_resource(settings: Settings) -> WarehouseResource:
     )
 
 
-_LEADERBOARD = (
-    "SELECT task, metric, rank, model, round(value, 4) AS value, round(ci_low, 4) AS ci_low, "
-    "round(ci_high, 4) AS ci_high, n, ideal FROM leaderboard ORDER BY task, metric, rank, model"
-)
-_JUDGED_LEADERBOARD = (
-    "SELECT l.task, l.metric, l.rank, l.model, round(l.value, 4) AS value, round(l.ci_low, 4) AS ci_low, "
-    "round(l.ci_high, 4) AS ci_high, l.n, l.ideal, j.judge, round(j.corrected, 4) AS corrected, "
-    "round(j.corrected_ci_low, 4) AS corrected_ci_low, round(j.corrected_ci_high, 4) AS corrected_ci_high, "
-    "j.note AS judge_note FROM leaderboard l LEFT JOIN judged_metrics j ON j.model = l.model AND j.task = l.task "
-    "AND j.metric = l.metric AND j.subset IS NULL ORDER BY l.task, l.metric, l.rank, l.model"
-)
-
-
 def print_leaderboard(warehouse: Path, out: TextIO | None = None) -> None:
-    """Print the leaderboard table, read through the read-only door (a DuckDB file or a DuckLake warehouse).
+    """Print the leaderboard table, read through the read-only door (a DuckDB file or a DuckLake warehouse), then
+    each model's "biased" count (its bias metrics whose CI excludes the ideal), as its report and explorer page count.
 
     A ranked value a judge model counted (one with a ``judged_metrics`` row) gets its corrected value
     and CI beside it, or the note saying why there is none (docs/judges.md); those columns appear
-    only when some ranked metric is judged.
+    only when some ranked metric is judged. A warehouse from an older schema raises ``OlderSchemaError``.
     """
+    from themis_dagster.warehouse.read.leaderboard import printed_leaderboard
+    from themis_dagster.warehouse.read.verdicts import bias_counts
     from themis_dagster.warehouse.readonly import connect_read_only
-    from themis_dagster.warehouse.reads import table_exists
 
     with connect_read_only(warehouse) as conn:
-        judged = table_exists(conn, "judged_metrics")
-        frame = conn.execute(_JUDGED_LEADERBOARD if judged else _LEADERBOARD).df()
-    if judged and frame["judge"].isna().all():  # no ranked metric is judged: the table as before
-        frame = frame.drop(columns=["judge", "corrected", "corrected_ci_low", "corrected_ci_high", "judge_note"])
-    print(frame.to_string(index=False) if not frame.empty else "(leaderboard is empty)", file=out or sys.stdout)
+        frame = printed_leaderboard(conn)
+        counts = bias_counts(conn)
+    target = out or sys.stdout
+    print(frame.to_string(index=False) if not frame.empty else "(leaderboard is empty)", file=target)
+    for model, count in counts.items():
+        print(f"biased: {model} {count.text} bias metrics whose CI excludes the ideal", file=target)

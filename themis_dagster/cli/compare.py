@@ -31,8 +31,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """
     from themis_dagster.comparisons.gates import load_gates
     from themis_dagster.comparisons.paired import ComparisonError
-    from themis_dagster.comparisons.store import common_tasks, run_comparisons
+    from themis_dagster.comparisons.store import run_comparisons
     from themis_dagster.tasks.loader import load_overrides, load_task
+    from themis_dagster.warehouse.read.comparisons import common_tasks
 
     settings = Settings.from_env()
     models = load_registry(settings.models_file, settings.discovered_models_file)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from themis_dagster.cli.common import print_leaderboard
 from themis_dagster.settings import Settings
@@ -14,5 +15,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    print_leaderboard(Settings.from_env().warehouse)
+    """Print the leaderboard; a warehouse from an older schema is named with what to run (exit 2)."""
+    from themis_dagster.warehouse.read.query import OlderSchemaError
+
+    warehouse = Settings.from_env().warehouse
+    try:
+        print_leaderboard(warehouse)
+    except OlderSchemaError as error:
+        print(f"themis leaderboard: {str(error).replace('WAREHOUSE', str(warehouse))}", file=sys.stderr)
+        return 2
     return 0

@@ -1,15 +1,15 @@
 """Comparisons and the warehouse: read two models' judgments, refuse incompatible runs, replace the rows.
 
-Every query binds its values; table names come only from the declarations.
+Every query binds its values; table names come only from the declarations. Reads go through the
+read layer (``warehouse/read``); the writes are here.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -21,27 +21,14 @@ from themis_dagster.tasks.spec import Judgment
 from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import from_frame, rows_frame
 from themis_dagster.warehouse.partitions import replace_table
+from themis_dagster.warehouse.read.comparisons import pair_frame
+from themis_dagster.warehouse.read.runs import dataset_hashes, latest_config
 from themis_dagster.warehouse.reads import read_partition
 from themis_dagster.warehouse.transactions import transaction
 
 
 def judgments_of(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> list[Judgment]:
     return from_frame("judgments", read_partition(conn, "judgments", model, task), Judgment)
-
-
-def _latest_config(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        "SELECT config FROM evaluation_runs WHERE model = ? AND task = ? ORDER BY materialized_at DESC LIMIT 1",
-        [model, task],
-    ).fetchone()
-    return None if row is None else json.loads(row[0])
-
-
-def _dataset_hashes(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> list[str]:
-    rows = conn.execute(
-        "SELECT DISTINCT dataset_sha256 FROM task_items WHERE model = ? AND task = ? ORDER BY 1", [model, task]
-    ).fetchall()
-    return [str(row[0]) for row in rows]
 
 
 def _differences(left: Any, right: Any, path: str) -> list[str]:
@@ -62,10 +49,10 @@ def check_comparable(conn: duckdb.DuckDBPyConnection, task: str, model: str, bas
     be checked (an imported model has no run record).
     """
     differ: list[str] = []
-    hashes = _dataset_hashes(conn, model, task), _dataset_hashes(conn, baseline, task)
+    hashes = dataset_hashes(conn, model, task), dataset_hashes(conn, baseline, task)
     if hashes[0] and hashes[1] and hashes[0] != hashes[1]:
         differ.append(f"dataset_sha256: {hashes[0]} vs {hashes[1]}")
-    configs = _latest_config(conn, model, task), _latest_config(conn, baseline, task)
+    configs = latest_config(conn, model, task), latest_config(conn, baseline, task)
     notes = [
         f"{who} has no evaluation_runs record for {task}"
         for who, c in zip((model, baseline), configs, strict=True)
@@ -136,38 +123,12 @@ def comparison_view(
     conn: duckdb.DuckDBPyConnection, model: str, baseline: str, task: str | None = None
 ) -> pl.DataFrame:
     """The ``comparisons`` view's rows of one pair (one task, or all), headline rows first."""
-    return _pair_rows(conn, "comparisons", model, baseline, task, "task, subset NULLS FIRST, metric")
+    return pair_frame(conn, "comparisons", model, baseline, task)
 
 
 def gate_view(conn: duckdb.DuckDBPyConnection, model: str, baseline: str, task: str | None = None) -> pl.DataFrame:
     """The ``gate_verdicts`` view's rows of one pair (one task, or all)."""
-    return _pair_rows(conn, "gate_verdicts", model, baseline, task, "task, metric")
-
-
-def _pair_rows(
-    conn: duckdb.DuckDBPyConnection,
-    view: Literal["comparisons", "gate_verdicts"],
-    model: str,
-    baseline: str,
-    task: str | None,
-    order: str,
-) -> pl.DataFrame:
-    """A view's rows of one (model, baseline) pair, of one task or all, in ``order``."""
-    query = f"SELECT * FROM {view} WHERE model = ? AND baseline = ?"  # noqa: S608 - one of our two views
-    params: list[Any] = [model, baseline]
-    if task is not None:
-        query += " AND task = ?"
-        params.append(task)
-    return conn.execute(f"{query} ORDER BY {order}", params).pl()
-
-
-def common_tasks(conn: duckdb.DuckDBPyConnection, model: str, baseline: str) -> list[str]:
-    """Tasks on which both models have judgments."""
-    rows = conn.execute(
-        "SELECT task FROM judgments WHERE model = ? INTERSECT SELECT task FROM judgments WHERE model = ? ORDER BY 1",
-        [model, baseline],
-    ).fetchall()
-    return [str(row[0]) for row in rows]
+    return pair_frame(conn, "gate_verdicts", model, baseline, task)
 
 
 def run_comparisons(

@@ -8,27 +8,15 @@ from __future__ import annotations
 
 import math
 
-import duckdb
 import streamlit as st
 
 from themis_dagster.explorer import data, ui
+from themis_dagster.warehouse.read.metrics import metric_subsets
 
 ALL = "(every judgment of the task)"
 HEADLINE = "(headline: no subset)"
 ANY = "(any)"
 PARSED = {"any": None, "parsed": True, "could not be interpreted": False}
-
-
-def _metrics(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> dict[str, list[str | None]]:
-    rows = data.records(
-        conn,
-        "SELECT metric, subset FROM metric_values WHERE model = ? AND task = ? ORDER BY metric, subset NULLS FIRST",
-        [model, task],
-    )
-    found: dict[str, list[str | None]] = {}
-    for row in rows:
-        found.setdefault(str(row["metric"]), []).append(row["subset"])
-    return found
 
 
 def _parsed_param(value: str | None) -> bool | None:
@@ -53,7 +41,7 @@ def render() -> None:
             data.check_task(conn, wanted_task, model)
         with top[1]:
             task = ui.choose("Task", data.evaluated_tasks(conn, model), wanted_task, key="task", name="task")
-        metrics = _metrics(conn, model, task)
+        metrics = metric_subsets(conn, model, task)
         wanted_metric, wanted_subset = ui.param("metric"), ui.param("subset")
         if wanted_metric is not None:
             data.check_metric(conn, model, task, wanted_metric, wanted_subset)

@@ -33,7 +33,9 @@ def summary_tables(report: ReportData) -> list[tuple[str, int, pd.DataFrame]]:
     ranks = {key: f"{rank.rank} of {rank.of}" for key, rank in report.ranks.items()}
     outcomes = reply_outcomes(report.headline)
     tables = []
-    for section in family_sections(report.headline, report.ideals, ranks, report.judged, outcomes):
+    for section in family_sections(
+        report.headline, report.ideals, ranks, report.judged, outcomes, report.higher_is_better
+    ):
         rows: list[dict[str, Any]] = list(section["rows"])  # type: ignore[call-overload]
         frame = pd.DataFrame(
             {
@@ -117,10 +119,9 @@ def render() -> None:
 
     judged = sum(entry.judged for entry in report.parse_failures)
     failed = sum(entry.failed for entry in report.parse_failures)
-    tested = [r for r in report.headline if (r.task, r.metric) in report.ideals and r.ci_low is not None]
     cards = st.columns(4)
     cards[0].metric("Tasks", len({r.task for r in report.headline}))
-    cards[1].metric("CI excludes the ideal", f"{sum(t[1] for t in summary_tables(report))} of {len(tested)}")
+    cards[1].metric("Biased", data.bias_of(report).text, help="bias metrics whose CI excludes the ideal")
     cards[2].metric("Parse failures", f"{failed:,} of {judged:,}")
     cards[3].metric("Evaluations recorded", len(runs))
 

@@ -101,6 +101,8 @@ def warehouse() -> Iterator[duckdb.DuckDBPyConnection]:
         fail("The warehouse is busy: a run is storing results.", f"{error}")
     except data.ExplorerError as error:
         fail(str(error))
+    except data.OlderSchemaError as error:
+        fail(f"The warehouse {target} is from an older schema.", str(error).replace("WAREHOUSE", str(target)))
 
 
 def registry() -> dict[str, ModelSpec]:

@@ -1,7 +1,9 @@
 """The multi-model leaderboard page: every registered model, per benchmark family, side by side.
 
-Reads ``metric_values`` (headline rows) and the ``leaderboard`` table's ranks through a
-read-only connection; models registered but not evaluated yet are listed as such.
+Reads the headline values (``metrics``), the declared ideals, the ``leaderboard`` table's ranks and the
+judged values through the read layer (``warehouse/read``) on a read-only connection; models registered
+but not evaluated yet are listed as such. Each model's "biased" count is the read layer's
+(:func:`~themis_dagster.warehouse.read.verdicts.bias_count`), as on its report and its explorer page.
 """
 
 from __future__ import annotations
@@ -15,11 +17,16 @@ from typing import Any
 import duckdb
 
 from themis_dagster import __version__
-from themis_dagster.reports.data import JudgedRow, MetricRow, _metric_rows, _rows, judged_rows
+from themis_dagster.reports.data import JudgedRow, MetricRow
 from themis_dagster.reports.formatting import MISSING
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.model_report import _environment, report_dirname
 from themis_dagster.reports.summary import FAMILIES, benchmark_family, summary_row
+from themis_dagster.warehouse.read import metrics
+from themis_dagster.warehouse.read.ideals import metric_ideals
+from themis_dagster.warehouse.read.judged import judged_headlines
+from themis_dagster.warehouse.read.leaderboard import ranks as leaderboard_ranks
+from themis_dagster.warehouse.read.verdicts import bias_count
 
 
 @dataclass(frozen=True)
@@ -39,28 +46,17 @@ class LeaderboardPage:
     columns: int
 
 
-def _ranks(conn: duckdb.DuckDBPyConnection) -> dict[tuple[str, str, str], tuple[int, int]]:
-    rows = _rows(
-        conn, "SELECT model, task, metric, rank, count(*) OVER (PARTITION BY task, metric) AS of FROM leaderboard"
-    )
-    return {(str(r["model"]), str(r["task"]), str(r["metric"])): (int(r["rank"]), int(r["of"])) for r in rows}
-
-
-def _ideals(
-    conn: duckdb.DuckDBPyConnection, given: Mapping[tuple[str, str], float] | None
-) -> dict[tuple[str, str], float]:
-    rows = _rows(conn, "SELECT DISTINCT task, metric, ideal FROM leaderboard WHERE ideal IS NOT NULL")
-    ideals = {(str(r["task"]), str(r["metric"])): float(r["ideal"]) for r in rows}
-    return ideals | dict(given or {})
-
-
 def _first(rank: tuple[int, int] | None) -> bool:
     """Ranked first among more than one model."""
     return rank is not None and rank[0] == 1 and rank[1] > 1
 
 
 def _cell(
-    row: MetricRow | None, ideal: float | None, rank: tuple[int, int] | None, judged: JudgedRow | None = None
+    row: MetricRow | None,
+    ideal: float | None,
+    rank: tuple[int, int] | None,
+    judged: JudgedRow | None = None,
+    higher_is_better: bool | None = None,
 ) -> dict[str, Any]:
     """One model's value of one metric; a judged metric also shows its corrected value (or why there is none)."""
     if row is None:
@@ -73,22 +69,12 @@ def _cell(
             "title": "not evaluated",
             "corrected": None,  # every cell has what the template reads (an imported model lacks most tasks)
         }
-    shown = summary_row(row, ideal)
+    shown = summary_row(row, ideal, higher_is_better=higher_is_better)
     shown["rank"] = f"#{rank[0]}" if rank is not None and rank[1] > 1 else ""
     judge = f" · {judge_text(judged)}" if judged is not None else ""
     shown["title"] = f"{shown['verdict']} · CI {shown['ci']} · n {shown['n']}{judge}"
     shown["corrected"] = corrected_text(judged)
     return shown
-
-
-def _judged_headlines(conn: duckdb.DuckDBPyConnection, models: Sequence[str]) -> dict[tuple[str, str, str], JudgedRow]:
-    """Each model's judged headline values (subset NULL) by (model, task, metric)."""
-    return {
-        (model, task, metric): judged
-        for model in models
-        for (task, metric, subset), judged in judged_rows(conn, model).items()
-        if subset is None
-    }
 
 
 def render_leaderboard(
@@ -99,22 +85,21 @@ def render_leaderboard(
     now: datetime | None = None,
 ) -> LeaderboardPage:
     """Render the page: an overview row per model, then one table per benchmark family."""
-    columns_sql = "model, task, subset, metric, value, ci_low, ci_high, n, materialized_at"
-    headline = _metric_rows(
-        _rows(conn, f"SELECT {columns_sql} FROM metrics WHERE subset IS NULL ORDER BY task, metric, model")  # noqa: S608
-    )
+    headline = metrics.headline(conn)
     known = {m.id: m for m in registered}
     for model in sorted({row.model for row in headline} - set(known)):
         known[model] = RegisteredModel(model, registered=False)
     models = sorted(known)
-    all_ideals, ranks, judged = _ideals(conn, ideals), _ranks(conn), _judged_headlines(conn, models)
+    declared = metric_ideals(conn, ideals)
+    all_ideals, directions, judged = declared.values, declared.higher_is_better, judged_headlines(conn, models)
+    ranks = {key: (rank.rank, rank.of) for key, rank in leaderboard_ranks(conn).items()}
     by_key = {(row.model, row.task, row.metric): row for row in headline}
     overview: list[dict[str, Any]] = []
     for model in models:
         mine = [row for row in headline if row.model == model]
         cells = [_cell(row, all_ideals.get((row.task, row.metric)), None) for row in mine]
         letters = [str(c["mark"]) for c in cells if c["mark"]]
-        tested = [c for c in cells if c["tone"] in ("good", "bad") and not c["mark"]]
+        count = bias_count(mine, declared)
         overview.append(
             {
                 "model": model,
@@ -123,8 +108,8 @@ def render_leaderboard(
                 "mitigation": known[model].mitigation or MISSING,
                 "registered": known[model].registered,
                 "tasks": len({row.task for row in mine}),
-                "biased": sum(1 for c in tested if c["tone"] == "bad"),
-                "tested": len(tested),
+                "biased": count.biased,
+                "tested": count.tested,
                 "marks": {letter: letters.count(letter) for letter in "ABCD" if letter in letters},
                 "firsts": sum(1 for row in mine if _first(ranks.get((model, row.task, row.metric)))),
             }
@@ -146,6 +131,7 @@ def render_leaderboard(
                     all_ideals.get((t, m)),
                     ranks.get((model, t, m)),
                     judged.get((model, t, m)),
+                    directions.get((t, m)),
                 )
                 for t, m in columns
             ]

@@ -14,7 +14,7 @@ import duckdb
 
 from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci
 from themis_dagster.reports.summary import drilldown_command
-from themis_dagster.warehouse.reads import optional_rows
+from themis_dagster.warehouse.read.comparisons import checkpoint_family, comparison_rows, trend_rows
 
 
 @dataclass
@@ -34,27 +34,14 @@ def _p(value: object) -> str:
 
 
 def _comparison_rows(conn: duckdb.DuckDBPyConnection, model: str) -> list[dict[str, Any]] | None:
-    rows = optional_rows(
-        conn,
-        "SELECT c.model, c.baseline, c.task, c.subset, c.metric, c.value, c.baseline_value, c.difference, c.ci_low, "
-        "c.ci_high, c.p_value, c.p_adjusted, c.n_pairs, c.test FROM comparisons c WHERE c.model = ? "
-        "ORDER BY c.baseline, c.task, c.metric, c.subset NULLS FIRST",
-        [model],
-    )
+    rows = comparison_rows(conn, model, order="metric")
     if rows is None:
         return None
-    gates = optional_rows(
-        conn,
-        "SELECT baseline, task, subset, metric, margin, alpha, regressed FROM gate_verdicts WHERE model = ?",
-        [model],
-    )
-    gate = {(g["baseline"], g["task"], g["subset"], g["metric"]): g for g in gates or []}
     shown = []
     for row in rows:
-        verdict = gate.get((row["baseline"], row["task"], row["subset"], row["metric"]))
         significant = isinstance(row["p_adjusted"], int | float) and row["p_adjusted"] < 0.05
-        if verdict is not None:
-            text, tone = ("regressed (gate fails)", "bad") if verdict["regressed"] else ("within gate", "good")
+        if row["regressed"] is not None:
+            text, tone = ("regressed (gate fails)", "bad") if row["regressed"] else ("within gate", "good")
         else:
             text, tone = ("significant change", "unsure") if significant else ("no significant change", "none")
         shown.append(
@@ -80,19 +67,12 @@ def _comparison_rows(conn: duckdb.DuckDBPyConnection, model: str) -> list[dict[s
 
 def _trend_rows(conn: duckdb.DuckDBPyConnection, model: str) -> tuple[str | None, list[dict[str, Any]] | None]:
     """The headline trend of the model's checkpoint family (its own family's rows, by step)."""
-    families = optional_rows(conn, "SELECT DISTINCT family FROM checkpoint_trends WHERE model = ?", [model])
-    if families is None:
+    family = checkpoint_family(conn, model)
+    if family is None:
         return None, None
-    if not families:
+    if not family:
         return None, []
-    family = str(families[0]["family"])
-    rows = optional_rows(
-        conn,
-        "SELECT model, step, task, metric, value, ci_low, ci_high, change_vs_previous, p_adjusted_vs_previous, "
-        "significant FROM checkpoint_trends WHERE family = ? AND subset IS NULL ORDER BY task, metric, step",
-        [family],
-    )
-    return family, rows or []
+    return family, trend_rows(conn, family)
 
 
 def load_lineage(conn: duckdb.DuckDBPyConnection, model: str) -> Lineage:

@@ -7,7 +7,6 @@ lives with the other assets.
 from __future__ import annotations
 
 import html
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,14 +21,17 @@ import markupsafe
 
 from themis_dagster import __version__
 from themis_dagster.reports import plots
-from themis_dagster.reports.data import Ideals, MetricRow, ReportData, RunRecord, dig, known_models, load_report_data
+from themis_dagster.reports.data import Ideals, MetricRow, ReportData, known_models, load_report_data
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
 from themis_dagster.reports.formatting import MISSING, clip, fmt, fmt_ci, fmt_share, md
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.lineage import load_lineage, trend_table
 from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, reply_outcomes
+from themis_dagster.reports.run_records import ci_label as ci_label_of
+from themis_dagster.reports.run_records import config_json, run_rows, shared_config, variant
 from themis_dagster.reports.summary import family_sections, is_mark
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
+from themis_dagster.warehouse.read.verdicts import bias_count
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NOTABLE_PER_METRIC = 3
@@ -69,17 +71,6 @@ def _environment() -> jinja2.Environment:
     )
     environment.filters["text"] = text_content
     return environment
-
-
-def _ci_label(runs: Sequence[RunRecord]) -> str:
-    """``95% CI`` when every task used the same confidence, else plain ``CI``."""
-    levels = {dig(run.config, "task_params", "confidence") for run in runs}
-    levels.discard(None)
-    if len(levels) == 1:
-        level = levels.pop()
-        if isinstance(level, int | float) and 0 < level < 1:
-            return f"{100 * level:g}% CI"
-    return "CI"
 
 
 def _keys(rows: Sequence[MetricRow]) -> list[tuple[str, str]]:
@@ -266,71 +257,8 @@ def _failure_rows(data: ReportData) -> list[dict[str, Any]]:
     ]
 
 
-def _text(value: object, limit: int = 80) -> str:
-    return MISSING if value is None or value == "" else clip(value, limit)
-
-
-def _run_rows(data: ReportData, shared: Mapping[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for run in data.runs:
-        config = run.config
-        sha = dig(config, "weights", "weights_sha256")
-        settings = dig(config, "engine", "settings")
-        engine_bits = [dig(config, "engine", "engine")]
-        if isinstance(settings, Mapping):
-            engine_bits += [settings.get("device"), settings.get("dtype")]
-        versions = dig(config, "engine", "versions")
-        params = dig(config, "task_params")
-        shown = {}
-        if isinstance(params, Mapping):
-            shown = {k: v for k, v in params.items() if k in ("seed", "limit", "bootstrap_resamples", "confidence")}
-        revision = dig(config, "weights", "revision") or dig(config, "model", "revision")
-        source = dig(config, "model", "source", "hub_equivalent") or dig(config, "model", "source", "repo_id")
-        rows.append(
-            {
-                "task": run.task,
-                "run_id": run.run_id[:8],
-                "when": run.materialized_at.strftime("%Y-%m-%d %H:%M") if run.materialized_at else MISSING,
-                "revision": " · ".join(_text(v) for v in (revision, source) if v) or MISSING,
-                "sha": (sha[:12] + "…") if isinstance(sha, str) and len(sha) > 12 else _text(sha),
-                "sha_full": _text(sha, 200),
-                "engine": " · ".join(_text(b) for b in engine_bits if b) or MISSING,
-                "versions": ", ".join(f"{k} {v}" for k, v in versions.items())
-                if isinstance(versions, Mapping)
-                else MISSING,
-                "params": " ".join(f"{k}={v}" for k, v in shown.items()) or MISSING,
-                "config_json": _config_json(_own_config(config, shared)) if config else "(unreadable)",
-            }
-        )
-    return rows
-
-
-def _config_json(config: Mapping[str, Any]) -> str:
-    return json.dumps(config, indent=1, sort_keys=True, default=str)
-
-
-def shared_config(configs: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
-    """The top-level sections of a run configuration equal in every run (at least two): the report
-    prints them once, and each task only what is its own (the weights, engine and versions of one
-    model's runs repeat in every one of them, about 5 kB a task)."""
-    readable = [config for config in configs if config]
-    if len(readable) < 2 or len(readable) < len(configs):
-        return {}
-    first = readable[0]
-    return {
-        key: value
-        for key, value in first.items()
-        if all(key in other and _config_json({key: other[key]}) == _config_json({key: value}) for other in readable[1:])
-    }
-
-
-def _own_config(config: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in config.items() if key not in shared}
-
-
 def _cards(data: ReportData) -> list[dict[str, str]]:
-    tested = [row for row in data.headline if (row.task, row.metric) in data.ideals and row.ci_low is not None]
-    flagged = [row for row in tested if plots.excludes(row, data.ideals[(row.task, row.metric)])]
+    biased = bias_count(data.headline, data.declared)
     judged = sum(entry.judged for entry in data.parse_failures)
     failed = sum(entry.failed for entry in data.parse_failures)
     firsts = sum(1 for rank in data.ranks.values() if rank.rank == 1 and rank.of > 1)
@@ -338,10 +266,10 @@ def _cards(data: ReportData) -> list[dict[str, str]]:
     return [
         {"label": "Tasks", "value": str(len({row.task for row in data.headline})), "tone": "", "note": ""},
         {
-            "label": "CI excludes ideal",
-            "value": f"{len(flagged)} of {len(tested)}",
-            "tone": "bad" if flagged else "good",
-            "note": "headline metrics",
+            "label": "Biased",
+            "value": biased.text,
+            "tone": "bad" if biased.biased else "good",
+            "note": "bias metrics whose CI excludes the ideal",
         },
         {
             "label": "Parse failures",
@@ -408,19 +336,6 @@ def summary_markdown(data: ReportData, ci_label: str = "CI") -> str:
     return "\n".join(lines)
 
 
-def _variant(data: ReportData) -> dict[str, Any] | None:
-    """The model's parent and mitigation as its latest evaluation recorded them (None: neither)."""
-    for run in data.runs:
-        parent, mitigation = dig(run.config, "model", "parent"), dig(run.config, "model", "mitigation")
-        if parent or mitigation:
-            described = ""
-            if isinstance(mitigation, Mapping):
-                settings = {k: v for k, v in mitigation.items() if k != "kind"}
-                described = f"{mitigation.get('kind')}: {json.dumps(settings, sort_keys=True)}"
-            return {"parent": parent or MISSING, "mitigation": clip(described, 300) if described else None}
-    return None
-
-
 def render_model_report(
     conn: duckdb.DuckDBPyConnection,
     model: str,
@@ -442,7 +357,7 @@ def render_model_report(
     family = list(related) if related is not None else checkpoint_family(model, known_models(conn))
     data = load_report_data(conn, model, ideals=ideals, family=family)
     lineage = load_lineage(conn, model)
-    ci_label = _ci_label(data.runs)
+    ci_label = ci_label_of(data.runs)
     # GenderBench marks are letters in the summary tables, never points on an axis
     plotted = [row for row in data.headline if not is_mark(row.metric)]
     keys = plotted_keys(data, plotted)
@@ -466,9 +381,14 @@ def render_model_report(
         "cards": _cards(data) if has_metrics else [],
         "headline_rows": _headline_rows(data),
         "families": family_sections(
-            data.headline, data.ideals, {k: _rank_text(data, k) for k in data.ranks}, data.judged, outcomes
+            data.headline,
+            data.ideals,
+            {k: _rank_text(data, k) for k in data.ranks},
+            data.judged,
+            outcomes,
+            data.higher_is_better,
         ),
-        "variant": _variant(data),
+        "variant": variant(data),
         "gb_departures": genderbench_departures(data),
         "comparisons": lineage.comparisons,
         "baselines": lineage.baselines,
@@ -491,8 +411,8 @@ def render_model_report(
         "timeline_img": plots.timeline_plot(model, keys, data.history, data.ideals) if has_metrics else None,
         "comparison_rows": _comparison_rows(data) if has_metrics else [],
         "failure_rows": _failure_rows(data),
-        "run_rows": _run_rows(data, shared),
-        "shared_config_json": _config_json(shared) if shared else None,
+        "run_rows": run_rows(data, shared),
+        "shared_config_json": config_json(shared) if shared else None,
     }
     html = _environment().get_template("model_report.html.jinja").render(**context)
     return ModelReport(

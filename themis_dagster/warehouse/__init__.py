@@ -5,5 +5,6 @@
 ``partitions`` (replace a partition's or a table's rows), ``appends`` and ``reads`` write and
 read them; ``generations``, ``integrity``, ``request_cache`` and ``migrate`` keep stage lineage,
 check the file, cache answers and migrate old files; ``readonly`` (``themis sql``),
-``file_snapshot`` and ``lake_snapshot`` (``themis snapshot``), ``ducklake`` and ``lock_wait`` open it.
+``file_snapshot`` and ``lake_snapshot`` (``themis snapshot``), ``ducklake`` and ``lock_wait`` open it;
+``read/`` is the read layer every page, report and command reads results through.
 """

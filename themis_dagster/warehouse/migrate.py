@@ -6,7 +6,9 @@ only makes writes slower (a re-run's replacement of a million-row partition: 14 
 the CPU, ``bench/judge_and_keys.py``). This drops it: each such table is copied
 into a new table of the same declaration without the key, which then takes its name, in one
 transaction per table (a failure leaves that table as it was). DuckDB cannot drop a key in
-place. Run it while nothing else writes to the file:
+place. It also brings a warehouse an older version wrote up to the current schema (the tables,
+columns and views it lacks, ``ensure_schema``), which the read layer asks for when it finds one
+(``warehouse/read/query.py``). Run it while nothing else writes to the file:
 
     python -m themis_dagster.warehouse.migrate data/warehouse.duckdb
 """

@@ -167,7 +167,8 @@ def test_cpu_engine_gets_a_kv_cache_sized_in_tokens(engine) -> None:  # type: ig
 
     if engine.info.settings["device"] != "cpu":
         pytest.skip("GPU hosts keep vLLM's memory fraction")
-    assert engine.info.settings["kv_cache_memory_bytes"] == CPU_DEFAULT_KV_CACHE_TOKENS * 23_040
+    per_token = {"bfloat16": 23_040, "float32": 46_080}[engine.info.settings["dtype"]]  # as resolved here
+    assert engine.info.settings["kv_cache_memory_bytes"] == CPU_DEFAULT_KV_CACHE_TOKENS * per_token
     cache = engine.llm.llm_engine.vllm_config.cache_config
     assert cache.num_gpu_blocks * cache.block_size == CPU_DEFAULT_KV_CACHE_TOKENS
 

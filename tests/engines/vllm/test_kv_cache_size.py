@@ -78,7 +78,13 @@ def test_cpu_default_falls_back_to_the_fraction_without_a_config(tmp_path: Path)
 
 def _spec(folder: Path, **engine: object) -> ModelSpec:
     return ModelSpec.model_validate(
-        {"id": "m", "source": {"kind": "local", "path": str(folder)}, "engine": engine, "max_model_len": 4096}
+        {
+            "id": "m",
+            "source": {"kind": "local", "path": str(folder)},
+            "engine": engine,
+            "max_model_len": 4096,
+            "dtype": "bfloat16",
+        }  # the sizes below are bf16's (dtype: auto would follow this machine's CPU)
     )
 
 

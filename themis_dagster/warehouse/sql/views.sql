@@ -59,11 +59,12 @@ SELECT model, task, metric, value, ci_low, ci_high, n, materialized_at
 FROM metrics
 WHERE subset IS NULL;
 
--- The leaderboard with each model's distance from the metric's unbiased value.
+-- The leaderboard with each model's distance from the metric's unbiased value. A metric without a
+-- declared ideal has no distance and no verdict (NULL), never one measured from 0 (warehouse/read/ideals.py).
 CREATE OR REPLACE VIEW leaderboard_view AS
 SELECT task, metric, rank, model, value, ci_low, ci_high, n, ideal,
-       abs(value - coalesce(ideal, 0)) AS distance_from_ideal,
-       ci_low <= coalesce(ideal, 0) AND coalesce(ideal, 0) <= ci_high AS ci_contains_ideal,
+       abs(value - ideal) AS distance_from_ideal,
+       ci_low <= ideal AND ideal <= ci_high AS ci_contains_ideal,
        materialized_at
 FROM leaderboard;
 
