@@ -11,7 +11,6 @@ import pytest
 from themis_dagster.comparisons.perturbation_store import (
     changed_items,
     effects_in_warehouse,
-    effects_view,
     store_effects,
 )
 from themis_dagster.comparisons.perturbations import PerturbationEffect, perturbation_effects, with_holm
@@ -20,6 +19,7 @@ from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Judgment
 from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import to_frame
+from themis_dagster.warehouse.read.comparisons import perturbation_effect_frame
 from themis_dagster.warehouse.schema import ensure_schema
 
 TASK = load_task("winobias")
@@ -104,7 +104,8 @@ def test_stored_and_adjusted_in_the_warehouse(tmp_path: Path) -> None:
         assert changed_items(conn, "m", "winobias", variant) == CHANGED
         rows = effects_in_warehouse(conn, TASK, "m", variant, "gender_swap")
         assert store_effects(conn, "m", variant, "winobias", "key", rows, run_id="r") == len(rows)
-        view = effects_view(conn, "m").to_dicts()
+        view = perturbation_effect_frame(conn, "m").to_dicts()
+        assert perturbation_effect_frame(conn, "m", "winobias").is_empty()
     expected = {(r.scope, r.subset, r.metric): r.p_adjusted for r in with_holm(rows)}
     assert {(r["scope"], r["subset"], r["metric"]): r["p_adjusted"] for r in view} == pytest.approx(expected)
     assert {r["task"] for r in view} == {variant} and {r["base_task"] for r in view} == {"winobias"}

@@ -15,10 +15,11 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 from themis_dagster import __version__
 from themis_dagster.assets.evaluation import bias_metrics
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult
-from themis_dagster.comparisons.perturbation_store import effects_in_warehouse, effects_view, store_effects
+from themis_dagster.comparisons.perturbation_store import effects_in_warehouse, store_effects
 from themis_dagster.partitions import evaluation_partitions, model_and_task
 from themis_dagster.perturbations import Mirror, build
 from themis_dagster.resources import ThemisConfig, WarehouseResource
+from themis_dagster.warehouse.read.comparisons import perturbation_effect_frame
 
 COMPARISONS_GROUP = "comparisons"
 
@@ -45,7 +46,7 @@ def perturbation_effects(
     with warehouse.connect() as conn:
         rows = effects_in_warehouse(conn, original, key.model, key.task, perturbation.name)
         stored = store_effects(conn, key.model, key.task, original.name, perturbation.key, rows, run_id=context.run_id)
-        view = effects_view(conn, key.model, key.task)
+        view = perturbation_effect_frame(conn, key.model, key.task)
     headline = view.filter(pl.col("subset").is_null()).select(
         "scope", "metric", "value", "original_value", "difference", "ci_low", "ci_high", "p_value", "p_adjusted",
         "n_pairs", "test",

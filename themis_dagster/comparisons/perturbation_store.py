@@ -12,7 +12,6 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 
 import duckdb
-import polars as pl
 
 from themis_dagster.comparisons.paired import ComparisonError
 from themis_dagster.comparisons.perturbations import PerturbationEffect, perturbation_effects
@@ -83,13 +82,3 @@ def store_effects(
         conn.execute("DELETE FROM perturbation_effect_results WHERE model = ? AND task = ?", [model, variant])
         append_rows(conn, "perturbation_effect_results", frame)
     return frame.height
-
-
-def effects_view(conn: duckdb.DuckDBPyConnection, model: str, task: str | None = None) -> pl.DataFrame:
-    """The ``perturbation_effects`` view's rows of one model (one variant task, or all), headline rows first."""
-    query = "SELECT * FROM perturbation_effects WHERE model = ?"
-    params: list[object] = [model]
-    if task is not None:
-        query += " AND task = ?"
-        params.append(task)
-    return conn.execute(f"{query} ORDER BY task, scope, subset NULLS FIRST, metric", params).pl()
