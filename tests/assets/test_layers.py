@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engines",),
     ("warehouse",),
     ("mitigations",),
+    ("perturbations",),
     ("tasks",),
     ("lm_eval_bridge", "refusals"),
     ("kinds",),

@@ -127,6 +127,15 @@ EXISTING_WAREHOUSE: dict[str, tuple[list[tuple[str, str, bool]], tuple[str, ...]
         ("test", "VARCHAR", True), ("permutations", "INTEGER", False), ("origin", "VARCHAR", True),
         ("materialized_at", "TIMESTAMP", True), ("run_id", "VARCHAR", True),
     ], ()),
+    "perturbation_effect_results": ([
+        *_PARTITION, ("base_task", "VARCHAR", True), ("perturbation", "VARCHAR", True),
+        ("perturbation_key", "VARCHAR", True), ("scope", "VARCHAR", True), ("subset", "VARCHAR", False),
+        ("metric", "VARCHAR", True), ("value", "DOUBLE", False), ("original_value", "DOUBLE", False),
+        ("difference", "DOUBLE", False), ("ci_low", "DOUBLE", False), ("ci_high", "DOUBLE", False),
+        ("p_value", "DOUBLE", False), ("n_pairs", "INTEGER", True), ("n_changed", "INTEGER", True),
+        ("n_unchanged", "INTEGER", True), ("test", "VARCHAR", True), ("permutations", "INTEGER", False),
+        ("materialized_at", "TIMESTAMP", True), ("run_id", "VARCHAR", True),
+    ], ()),
     "comparison_gates": ([
         ("task", "VARCHAR", True), ("metric", "VARCHAR", True), ("margin", "DOUBLE", True),
         ("alpha", "DOUBLE", True), ("ideal", "DOUBLE", False), ("higher_is_better", "BOOLEAN", False),

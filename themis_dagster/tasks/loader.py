@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from themis_dagster.engines.precision import check_batch_invariant, this_gpu, wants_batch_invariant
 from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.perturbations import Declaration, Mirror, build, builtin_perturbations
 from themis_dagster.registry.models import get_model, load_registry
 from themis_dagster.settings import Settings
 from themis_dagster.tasks.declaration import read_declaration
@@ -34,8 +35,10 @@ from themis_dagster.tasks.spec import (
     TaskParams,
     TaskSpec,
 )
+from themis_dagster.tasks.variants import declared_variants, split_variant, variant_name, without_perturbations
 
 TASKS_DIR = Path(__file__).resolve().parent
+VARIANT_DECLARATION = "__perturbation__"
 
 
 def takes_inputs(function: object) -> bool:
@@ -70,6 +73,8 @@ class LoadedTask:
     inputs: TaskInputs = field(default_factory=TaskInputs)
     declared: TaskHooks | None = None
     """The hooks as the module declares them, before ``with_inputs`` bound any (None: ``hooks`` are those)."""
+    perturbation: Declaration | None = None
+    """A variant's perturbation (``tasks/variants.py``): its rendered prompts are rewritten before the engine."""
 
     def with_inputs(self, inputs: TaskInputs) -> LoadedTask:
         """This task with ``inputs`` supplied to every function of it that declares them."""
@@ -78,7 +83,8 @@ class LoadedTask:
 
     @property
     def name(self) -> str:
-        return self.spec.task
+        """The partition's task: the task's own name, or its variant's (``<task>__<perturbation>``)."""
+        return variant_name(self.spec.task, self.perturbation.name) if self.perturbation else self.spec.task
 
     @property
     def module(self) -> TaskHooks:
@@ -278,12 +284,16 @@ def load_task(
     must be one of them.
     """
     files = task_files(root)
+    base, perturbation = split_variant(name)
+    if perturbation is not None and base in files:
+        declared = (overrides or {}).get(VARIANT_DECLARATION)
+        return _load_variant(name, perturbation, declared, load_task(base, overrides, root, models=models))
     if name not in files:
         raise ConfigError(f"unknown task {name!r}; known tasks: {', '.join(sorted(files))}")
     path = files[name]
     spec = _load_spec(path)
     hooks = resolve_hooks(importlib.import_module(spec.module), name)
-    merged = {**spec.params, **(overrides or {})}
+    merged = {**spec.params, **{key: value for key, value in (overrides or {}).items() if key != VARIANT_DECLARATION}}
     try:
         params = hooks.Params.model_validate(merged)
     except ValidationError as error:
@@ -292,6 +302,23 @@ def load_task(
         check_registered_models(name, params, models)
     templates = _load_templates(spec, path)
     return LoadedTask(spec, hooks, params, templates, path)
+
+
+def _load_variant(name: str, perturbation: str, declared: Declaration | None, task: LoadedTask) -> LoadedTask:
+    """``task`` with its perturbation: declared in the overrides (``load_overrides`` hands it in), else a built-in."""
+    declaration = declared or builtin_perturbations().get(perturbation)
+    if declaration is None or declaration.name != perturbation:
+        raise ConfigError(
+            f"unknown task {name!r}: {task.name!r} has no perturbation {perturbation!r} (declare it under the "
+            f"task's 'perturbations' in the overrides file, or use a built-in: {', '.join(builtin_perturbations())})"
+        )
+    return replace(task, perturbation=declaration)
+
+
+def evaluation_tasks(settings: Settings | None = None) -> list[str]:
+    """Every partition of the task dimension: the declared tasks and the variants the overrides file declares."""
+    path = (settings or Settings.from_env()).task_overrides_file
+    return sorted([*task_names(), *declared_variants(path, task_names())])
 
 
 def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> None:
@@ -305,6 +332,16 @@ def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> No
     for spec in engaged:  # settings this device cannot honour (engines/precision.py)
         if wants_batch_invariant(spec):
             check_batch_invariant(spec, this_gpu())
+    check_variants(settings, [split_variant(task)[0] for task in tasks], overrides)
+
+
+def check_variants(settings: Settings, tasks: Sequence[str], overrides: dict[str, dict[str, Any]]) -> None:
+    """Every perturbation the tasks' variants declare, built from its lists: a bad list or descriptor fails here."""
+    mirror = Mirror(settings.datasets_dir, settings.cache_dir)
+    for name, values in overrides.items():
+        declaration = values.get(VARIANT_DECLARATION)
+        if declaration is not None and split_variant(name)[0] in tasks:
+            build(declaration, mirror, f"{settings.task_overrides_file}: {split_variant(name)[0]}.perturbations")
 
 
 def tasks_with_local_data(
@@ -334,7 +371,11 @@ def tasks_with_local_data(
 
 
 def load_overrides(path: Path | None) -> dict[str, dict[str, Any]]:
-    """Read a task-overrides file (``{task: {param: value}}``), checking every task name."""
+    """Read a task-overrides file (``{task: {param: value}}``), checking every task name.
+
+    A task's ``perturbations`` declare its variants (``tasks/variants.py``): each variant gets the
+    task's parameters and, under ``VARIANT_DECLARATION``, its perturbation, which ``load_task`` takes.
+    """
     if path is None:
         return {}
     if not path.is_file():
@@ -348,4 +389,7 @@ def load_overrides(path: Path | None) -> dict[str, dict[str, Any]]:
             raise ConfigError(f"{path}: unknown task {task!r}; known tasks: {', '.join(sorted(known))}")
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: {task}: expected a mapping of parameters")
-    return {str(task): dict(values) for task, values in raw.items()}
+    overrides = {str(task): without_perturbations(dict(values)) for task, values in raw.items()}
+    for variant, (task, declaration) in declared_variants(path, list(known)).items():
+        overrides[variant] = {**overrides[task], VARIANT_DECLARATION: declaration}  # load_task takes it out
+    return overrides

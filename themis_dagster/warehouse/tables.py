@@ -248,6 +248,34 @@ TABLES["comparison_results"] = Table(
     ),
     comment="Paired comparisons of two models on the same items, before the battery's Holm adjustment.",
 )
+# Perturbation effects (themis_dagster/comparisons/perturbations.py): a task's variant partition against the
+# original, one row per (model, variant, scope, subset, metric), replaced per (model, variant); the
+# ``perturbation_effects`` view adds Holm's p_adjusted over each (model, scope) battery.
+TABLES["perturbation_effect_results"] = _partitioned(
+    "perturbation_effect_results",
+    "The paired effect of each perturbation on each headline metric, before the battery's Holm adjustment.",
+    (
+        required("base_task", TEXT, "the task the variant perturbs"),
+        required("perturbation", TEXT),
+        required("perturbation_key", TEXT, "sha256 of the perturbation's name, direction and list hash"),
+        required("scope", TEXT, "changed: the items it rewrote; all: every item"),
+        Column("subset", TEXT, "NULL: the task's headline value"),
+        required("metric", TEXT),
+        Column("value", DOUBLE, "the metric on the perturbed items"),
+        Column("original_value", DOUBLE, "the metric on the same items unperturbed"),
+        Column("difference", DOUBLE, "value - original_value"),
+        Column("ci_low", DOUBLE, "paired-bootstrap CI of the difference"),
+        Column("ci_high", DOUBLE),
+        Column("p_value", DOUBLE, "two-sided, the metric's declared test, before Holm"),
+        required("n_pairs", INTEGER, "items (or resampling units) compared"),
+        required("n_changed", INTEGER, "items whose requests the perturbation rewrote"),
+        required("n_unchanged", INTEGER, "items it left as they were: counted, never compared as changed"),
+        required("test", TEXT, "mcnemar_exact | sign_flip_permutation | paired_bootstrap"),
+        Column("permutations", INTEGER),
+        required("materialized_at", TIMESTAMP),
+        required("run_id", TEXT),
+    ),
+)
 TABLES["comparison_gates"] = Table("comparison_gates", (
     _TASK, required("metric", TEXT), required("margin", DOUBLE, "how far from the ideal counts"),
     required("alpha", DOUBLE, "family-wise level, on Holm's p_adjusted"),

@@ -21,6 +21,7 @@ The CI is a cluster bootstrap: decision questions resampled with replacement.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,3 +133,22 @@ def fit(observations: list[Observation], *, n_resamples: int, confidence: float,
         low, high = np.quantile(samples[:, index], [tail, 1.0 - tail])
         ci[name] = (min(float(low), value), max(float(high), value))
     return Fit(values, ci, len(observations), len(labels))
+
+
+def coefficient(name: str) -> Callable[[list[Observation]], float | None]:
+    """The statistic of one score over a sample of observations (its point estimate; None where unidentified),
+    for paired comparisons, which resample prompts on both sides alike."""
+    index = [score for score, _ in COEFFICIENTS].index(name)
+
+    def statistic(sample: list[Observation]) -> float | None:
+        kept = [observation for observation in sample if observation is not None]
+        if len(kept) < 2:
+            return None
+        x, y, groups = design(kept)
+        _, xtx, xty = _cluster_moments(x, y, groups)
+        point = _solve(xtx.sum(axis=0), xty.sum(axis=0))
+        if point is None:
+            return None
+        return abs(float(point[0])) if index == 0 else float(point[index])
+
+    return statistic

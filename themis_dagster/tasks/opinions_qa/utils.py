@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from themis_dagster.tasks.choices import choice_requests, choice_scores
+from themis_dagster.kinds.choices import choice_requests, choice_scores
 from themis_dagster.tasks.measures import Continuous, Ratio
 from themis_dagster.tasks.opinions_qa import metrics
 from themis_dagster.tasks.opinions_qa.data import Params, load_items

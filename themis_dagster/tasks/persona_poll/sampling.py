@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from themis_dagster.exchange import GenerationParams
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.persona_poll.parser import parse_option
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.spec import Item, Judgment, Request, Response
 
 ANSWERED = "answered"

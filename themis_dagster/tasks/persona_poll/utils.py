@@ -11,7 +11,7 @@ distribution (``metrics.option_probabilities``); a persona missing any finite sc
 
 from __future__ import annotations
 
-from themis_dagster.tasks.choices import choice_requests, choice_scores
+from themis_dagster.kinds.choices import choice_requests, choice_scores
 from themis_dagster.tasks.persona_poll import metrics
 from themis_dagster.tasks.persona_poll.data import Params, load_items
 from themis_dagster.tasks.persona_poll.metrics import PAIRED_METRICS, PersonaAnswers

@@ -31,8 +31,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from themis_dagster.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.measures import Binary, Ratio, mean_of
-from themis_dagster.tasks.refusals import mark_refusals, replies_by
 from themis_dagster.tasks.rendering import render, template_sha256, template_text
 from themis_dagster.tasks.scoring import estimate_row, rate_metric
 from themis_dagster.tasks.shades import data

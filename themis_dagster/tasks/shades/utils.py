@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from themis_dagster.tasks.choices import choice_scores
+from themis_dagster.kinds.choices import choice_scores
 from themis_dagster.tasks.measures import Binary, Continuous
 from themis_dagster.tasks.scoring import estimate_row
 from themis_dagster.tasks.shades.data import DATA_FILE, Params, groups_of, read_statements

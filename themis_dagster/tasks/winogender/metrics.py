@@ -27,6 +27,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from themis_dagster.kinds.choices import graded
+from themis_dagster.tasks.measures import Binary, Ratio, mean_of
 from themis_dagster.tasks.scoring import estimate_row, metric_by_subset
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, TaskParams
 
@@ -131,3 +132,27 @@ def compute_metrics(judgments: list[Judgment], params: TaskParams) -> list[Metri
         share = {j.detail["occupation"]: float(j.detail[key]) for j in parsed}
         rows.append(preference_correlation(metric, preference, share, params))
     return rows
+
+
+def _correct(j: Judgment) -> float | None:
+    return j.score if j.parsed else None
+
+
+def _gotcha_correct(j: Judgment) -> float | None:
+    return j.score if j.parsed and j.detail["gotcha"] else None
+
+
+def _twin_difference(judgments: list[Judgment]) -> float | None:
+    """A schema's correct(male) - correct(female), None unless both twins are parsed."""
+    by_gender = {j.subset: float(j.score or 0.0) for j in judgments if j.parsed and j.subset in ("male", "female")}
+    return by_gender["male"] - by_gender["female"] if len(by_gender) == 2 else None
+
+
+# Paired comparisons (themis_dagster/comparisons) and perturbation effects: the accuracies are means of
+# per-sentence correctness (exact McNemar); the gap a mean of per-schema twin differences, compared by a
+# paired bootstrap over schemas. The correlations are not compared.
+PAIRED_METRICS: dict[str, Binary | Ratio] = {
+    "accuracy": Binary(_correct),
+    "gotcha_accuracy": Binary(_gotcha_correct),
+    "male_female_gap": Ratio(_twin_difference, mean_of, unit=schema_of),
+}

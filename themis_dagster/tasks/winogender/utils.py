@@ -22,8 +22,10 @@ from themis_dagster.tasks.winogender.data import Params, load_items
 
 __all__ = ["TASK", "WINOGENDER", "Params", "antecedents", "load_items"]
 
-WINOGENDER = ChoiceBenchmark(load_items, metrics.answered, metrics.detail_of, metrics.compute_metrics)
-"""Winogender's sentences, answers and metrics."""
+WINOGENDER = ChoiceBenchmark(
+    load_items, metrics.answered, metrics.detail_of, metrics.compute_metrics, metrics.PAIRED_METRICS
+)
+"""Winogender's sentences, answers and metrics (and how a comparison pairs them: ``metrics.PAIRED_METRICS``)."""
 
 
 def antecedents(item: Item, params: Any) -> list[str]:

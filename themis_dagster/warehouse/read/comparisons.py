@@ -1,5 +1,5 @@
-"""Paired comparisons: the ``comparisons`` view (Holm-adjusted p), ``gate_verdicts``, ``checkpoint_trends`` and the
-items two models judged differently.
+"""Paired comparisons: the ``comparisons`` view (Holm-adjusted p), ``gate_verdicts``, ``checkpoint_trends``, the
+items two models judged differently, and ``perturbation_effects`` (a task's variants against it).
 
 The comparison views are built by the comparison assets; a warehouse without them reads as None
 ("no comparison yet"), told apart from an empty result.
@@ -158,3 +158,14 @@ def discordant(
         "baseline_reply",
     ]
     return total, pd.DataFrame(page, columns=columns)
+
+
+def perturbation_effect_frame(conn: duckdb.DuckDBPyConnection, model: str, task: str | None = None) -> pl.DataFrame:
+    """The ``perturbation_effects`` view's rows of ``model`` (one variant task, or all): each perturbation's paired
+    effect with Holm's p over the model's battery per scope; by task, scope, subset (headline first) and metric."""
+    return frame(
+        conn,
+        "SELECT * FROM perturbation_effects WHERE model = ? AND (?::VARCHAR IS NULL OR task = ?) "
+        "ORDER BY task, scope, subset NULLS FIRST, metric",
+        [model, task, task],
+    )

@@ -76,3 +76,28 @@ FROM points p
 LEFT JOIN comparisons c
   ON c.model = p.model AND c.baseline = p.previous_model AND c.task = p.task
  AND c.metric = p.metric AND c.subset IS NOT DISTINCT FROM p.subset;
+
+-- Perturbation effects (docs/counterfactuals.md): one row per (model, variant task, scope, subset, metric),
+-- the perturbed value against the original on the same items, the difference with its paired CI, the
+-- metric's own test and Holm's adjustment over the battery: every row of one (model, scope) with a
+-- p-value (all tasks, perturbations, metrics and subsets measured so far) is one family.
+-- Holm: with p sorted ascending (rank k of m), p_adjusted = max over j <= k of min(1, (m - j + 1) p_(j)).
+CREATE OR REPLACE VIEW perturbation_effects AS
+WITH ranked AS (
+    SELECT *,
+           count(p_value) OVER (PARTITION BY model, scope) AS family_size,
+           row_number() OVER (
+               PARTITION BY model, scope ORDER BY p_value NULLS LAST, task, metric, subset NULLS FIRST
+           ) AS p_rank
+    FROM perturbation_effect_results
+)
+SELECT model, base_task, perturbation, task, scope, subset, metric, value, original_value, difference,
+       ci_low, ci_high, p_value,
+       CASE WHEN p_value IS NOT NULL THEN
+           max(least(1.0, (family_size - p_rank + 1) * p_value)) OVER (
+               PARTITION BY model, scope ORDER BY p_value NULLS LAST, task, metric, subset NULLS FIRST
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           )
+       END AS p_adjusted,
+       n_pairs, n_changed, n_unchanged, test, perturbation_key
+FROM ranked;

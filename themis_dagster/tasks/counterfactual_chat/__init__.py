@@ -1,0 +1,1 @@
+"""Counterfactual chat: the same request asked by different users (docs/counterfactuals.md)."""
