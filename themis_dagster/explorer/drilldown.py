@@ -238,8 +238,8 @@ def render() -> None:
         item = _item(conn, model, task, page.items)
         item_readings_found = item_readings(conn, model, task, item.item_id) if item is not None and kept else []
 
-        def prompt_of(judge: str, reply: str, judged_text: str) -> str | None:
-            return judge_prompt(conn, judge, reply, judged_text)
+        def prompt_of(judge: str, reply: str, judged: list[str]) -> str | None:
+            return judge_prompt(conn, judge, reply, judged)
 
         ui.set_params(
             model=model,

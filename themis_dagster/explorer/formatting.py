@@ -1,35 +1,20 @@
 """How the explorer writes numbers: counts as integers, rates as percentages, marks as letters, nothing as "—".
 
-A metric is a **rate** when its name says it is a share of items (``*_rate``, ``*_share``,
-``*_ratio``, ``accuracy*``, ``pct_*``, ``frequency_*``, ``*_tpr``/``*_tnr``), and not a
-difference of two rates (``diff_*``, ``*_gap``, ``*_disparity``), which stays a plain number.
+Which metric is a rate or a count is the reports' definition (``reports/formatting.py``: ``*_rate``,
+``*_share``, ``accuracy*``... but not a difference of two rates), so both say it alike.
 Every value is text on screen so that a table never shows "None", "nan" or "240.000".
 """
 
 from __future__ import annotations
 
 import math
-import re
 
+from themis_dagster.reports.formatting import is_count, is_rate
 from themis_dagster.reports.summary import is_mark, mark_letter
 from themis_dagster.warehouse.read.query import number
 
 MISSING = "—"
-_RATE = re.compile(
-    r"(^|_)(rate|share|ratio)(_[a-z0-9]+)?$|^(acc|accuracy|pct|frequency)(_|$)|_(accuracy|tpr|tnr)$|_rate_"
-)
-_DIFFERENCE = re.compile(r"(^|_)(diff|gap|disparity|difference)(_|$)")
-_COUNT = re.compile(r"^n$|^n_|_count$|^count_|_departures$")
-
-
-def is_rate(metric: str) -> bool:
-    """Whether the metric is a share of items (shown as a percentage)."""
-    return bool(_RATE.search(metric)) and not _DIFFERENCE.search(metric)
-
-
-def is_count(metric: str) -> bool:
-    """Whether the metric counts items (shown as an integer)."""
-    return bool(_COUNT.search(metric))
+__all__ = ["MISSING", "ci_text", "count", "ideal_text", "is_count", "is_rate", "percent", "plain", "text", "value_text"]
 
 
 def plain(value: object, digits: int = 3) -> str:

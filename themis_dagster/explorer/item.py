@@ -60,7 +60,7 @@ def render_item(
     judge_prompt: Any = None,
     readings: list[ItemReading] | None = None,
 ) -> None:
-    """The item's panel; ``judge_prompt(judge, reply, judged_text)`` finds what a judge saw (the request cache)."""
+    """The item's panel; ``judge_prompt(judge, reply, texts)`` finds what a judge saw (the request cache)."""
     st.markdown(summary_line(item))
     table = options_table(item)
     context = shared_context(item)
@@ -85,11 +85,11 @@ def render_item(
             f"**Judge {exchange.judge}** on **{exchange.question}**: verdict **{exchange.verdict or '—'}** "
             f"({exchange.status or 'no status'})"
         )
-        judged_text = next((r.reply for r in item.requests if r.reply), None)
+        judged = [
+            text for r in item.requests for text in (r.sent, r.reply) if text and r.request_type != "loglikelihood"
+        ]
         prompt = (
-            judge_prompt(exchange.judge, exchange.reply, judged_text)
-            if judge_prompt and exchange.reply and judged_text
-            else None
+            judge_prompt(exchange.judge, exchange.reply, judged) if judge_prompt and exchange.reply and judged else None
         )
         left, right = st.columns(2)
         left.text("the judge's prompt:")

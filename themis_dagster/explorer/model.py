@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from themis_dagster.explorer import charts, data, ui
-from themis_dagster.explorer.formatting import percent
+from themis_dagster.explorer.formatting import MISSING, percent
 from themis_dagster.explorer.values import drawable, value_rows
 from themis_dagster.reports.data import ReportData
 from themis_dagster.reports.reply_outcomes import is_reply_outcome, reply_outcomes
@@ -24,34 +24,10 @@ from themis_dagster.reports.summary import FAMILIES, benchmark_family, is_mark
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
 
 LINK = ui.replies_link("items ↗", width=70)
-SUMMARY_COLUMNS = [
-    "task",
-    "metric",
-    "value",
-    "95% CI",
-    "ideal",
-    "verdict",
-    "rank",
-    "n",
-    "refused",
-    "judge",
-    "corrected",
-    "replies",
-]
-WIDTHS = {
-    "task": 150,
-    "metric": 220,
-    "value": 90,
-    "95% CI": 150,
-    "ideal": 60,
-    "verdict": 190,
-    "rank": 110,
-    "n": 60,
-    "refused": 110,
-    "judge": 260,
-    "corrected": 220,
-    "subset": 180,
-}
+SUMMARY_COLUMNS = ["task", "metric", "value", "95% CI", "ideal", "verdict", "rank", "n", "refused", "unfinished",
+                   "replies"]  # fmt: skip
+WIDTHS = {"task": 140, "metric": 200, "value": 80, "95% CI": 140, "ideal": 60, "verdict": 180, "rank": 100, "n": 60,
+          "refused": 100, "unfinished": 100, "judge": 420, "corrected": 420, "subset": 180}  # fmt: skip
 
 
 def _config(frame: pd.DataFrame) -> dict[str, Any]:
@@ -60,15 +36,16 @@ def _config(frame: pd.DataFrame) -> dict[str, Any]:
     return {name: column for name, column in config.items() if name in frame.columns}
 
 
-def summary_tables(report: ReportData, answered: bool = False) -> list[tuple[str, int, pd.DataFrame]]:
-    """Per benchmark family (in the report's order): (family, biased count, table with drill-down links).
+def summary_tables(report: ReportData, answered: bool = False) -> list[tuple[str, int, pd.DataFrame, pd.DataFrame]]:
+    """Per benchmark family (in the report's order): (family, biased count, table with drill-down links, the judged
+    values of the family with their judge and corrected value).
 
-    A task's refusal share stands beside each of its values (column ``refused``, as in the report), not among
-    its metrics; the answered-only twins are left out unless ``answered``. The biased count is the read layer's.
+    A task's refusal and unfinished-reasoning shares stand beside each of its values (``refused``, ``unfinished``,
+    as in the report), not among its metrics; the answered-only twins are left out unless ``answered``. The biased
+    count is the read layer's, over every headline value of the family.
     """
-    ranks = report.ranks
     outcomes = reply_outcomes(report.headline, report.judged)
-    rows = value_rows(report.headline, report.declared, report.judged, ranks)
+    rows = value_rows(report.headline, report.declared, report.judged, report.ranks)
     rows = rows[~rows["metric"].map(is_reply_outcome)]
     tables = []
     for family in FAMILIES:
@@ -78,6 +55,7 @@ def summary_tables(report: ReportData, answered: bool = False) -> list[tuple[str
             members = members[~members["answered"]]
         if members.empty:
             continue
+        shares = [outcomes.get((task, None)) for task in members["task"]]
         frame = pd.DataFrame(
             {
                 "task": members["task"],
@@ -88,24 +66,23 @@ def summary_tables(report: ReportData, answered: bool = False) -> list[tuple[str
                 "verdict": members["verdict"],
                 "rank": members["rank"],
                 "n": members["n"],
-                "refused": [_refused(outcomes, task) for task in members["task"]],
-                "judge": members["judge"],
-                "corrected": members["corrected"],
+                "refused": [share.refused_text if share else MISSING for share in shares],
+                "unfinished": [share.unfinished_text if share else MISSING for share in shares],
                 "replies": [
                     ui.href("drilldown", model=report.model, task=t, metric=m)
                     for t, m in zip(members["task"], members["metric"], strict=True)
                 ],
             }
-        )
-        kept = [c for c in SUMMARY_COLUMNS if not (c in ("judge", "corrected") and not frame[c].str.len().any())]
-        kept = [c for c in kept if not (c == "refused" and set(frame[c]) == {"—"})]
-        tables.append((family, biased, frame[kept].reset_index(drop=True)))
+        ).reset_index(drop=True)
+        if set(frame["refused"]) | set(frame["unfinished"]) == {MISSING}:  # no generation task: no reply shares
+            frame = frame.drop(columns=["refused", "unfinished"])
+        judged = members[members["judge"].str.len() > 0]
+        judges = pd.DataFrame(
+            {"task": judged["task"], "metric": judged["metric"], "judge": judged["judge"],
+             "corrected": judged["corrected"]}
+        ).reset_index(drop=True)  # fmt: skip
+        tables.append((family, biased, frame, judges))
     return tables
-
-
-def _refused(outcomes: dict[Any, Any], task: str) -> str:
-    found = outcomes.get((task, None))
-    return found.refused_text if found else "—"
 
 
 def subset_rows(report: ReportData, task: str) -> pd.DataFrame:
@@ -119,10 +96,13 @@ def subset_rows(report: ReportData, task: str) -> pd.DataFrame:
 
 
 def subset_table(report: ReportData, task: str, answered: bool = False) -> pd.DataFrame:
-    """A task's subset values as the page lists them (each linked to its items)."""
+    """A task's subset values as the page lists them (each linked to its items), beside its subset's refusal and
+    unfinished-reasoning shares (as in the report); a judged metric's corrected value (its judge is in the summary)."""
     rows = subset_rows(report, task)
     if not answered:
         rows = rows[~rows["answered"]]
+    outcomes = reply_outcomes(report.subsets, report.judged)
+    shares = [outcomes.get((task, subset)) for subset in rows["subset"]]
     frame = pd.DataFrame(
         {
             "metric": rows["metric"],
@@ -131,7 +111,8 @@ def subset_table(report: ReportData, task: str, answered: bool = False) -> pd.Da
             "95% CI": rows["ci"],
             "verdict": rows["verdict"],
             "n": rows["n"],
-            "judge": rows["judge"],
+            "refused": [share.refused_text if share else MISSING for share in shares],
+            "unfinished": [share.unfinished_text if share else MISSING for share in shares],
             "corrected": rows["corrected"],
             "replies": [
                 ui.href("drilldown", model=report.model, task=task, metric=m, subset=s)
@@ -139,7 +120,11 @@ def subset_table(report: ReportData, task: str, answered: bool = False) -> pd.Da
             ],
         }
     ).reset_index(drop=True)
-    return frame if frame["judge"].str.len().any() else frame.drop(columns=["judge", "corrected"])
+    if not frame["corrected"].str.len().any():
+        frame = frame.drop(columns=["corrected"])
+    if set(frame["refused"]) | set(frame["unfinished"]) == {MISSING}:
+        frame = frame.drop(columns=["refused", "unfinished"])
+    return frame
 
 
 def _header(conn: Any, model: str, report: ReportData) -> None:
@@ -245,9 +230,17 @@ def render() -> None:
         key="answered",
         help="each metric recomputed over the replies not refused (<metric>_answered)",
     )
-    for family, biased, frame in summary_tables(report, answered):
+    for family, biased, frame, judges in summary_tables(report, answered):
         st.subheader(f"{family}" + (f" · {biased} biased" if biased else ""))
         ui.linked_table(frame, f"family-{family}", column_config=_config(frame))
+        if not judges.empty:
+            st.caption(
+                f"Values of {family} a judge model counted: the judge, its kappa on its calibration set, and the "
+                "value corrected for its errors or why there is none (the Judges page has its calibration)."
+            )
+            st.dataframe(
+                judges, hide_index=True, width="stretch", key=f"judges-{family}", column_config=_config(judges)
+            )
 
     st.header("Subsets")
     tasks = sorted({r.task for r in report.subsets})

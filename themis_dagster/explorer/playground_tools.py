@@ -6,7 +6,7 @@ can take minutes on a CPU (vLLM compiles on first use): it runs beside the page,
 is doing (waiting for the pool, loading) and for how long, against how long the model's last load
 took. A greedy chat reply is streamed in chunks: each chunk continues the chat template's text so
 far with ``generate`` (greedy decoding: the text one request would give); a sampled reply, a
-reasoning model's and an engine without the template's text come in one piece.
+reasoning model's and one over HTTP (a server or an API answers a chat as a whole) come in one piece.
 """
 
 from __future__ import annotations
@@ -124,8 +124,10 @@ def with_engine(spec: ModelSpec, action: Callable[[Any], Any]) -> Any:
 
 
 def streams(spec: ModelSpec, params: GenerationParams) -> bool:
-    """Whether a chat reply can be streamed exactly: greedy decoding, and no reasoning to split from it."""
-    return params.temperature == 0.0 and spec.reasoning is None
+    """Whether a chat reply can be streamed exactly: greedy decoding, no reasoning to split from it, and an engine on
+    this host that renders the chat template itself (a server or an API answers the chat as a whole)."""
+    over_http = isinstance(spec.source, ApiSource) or ui.settings().engine in ("openai", "vllm-server")
+    return params.temperature == 0.0 and spec.reasoning is None and not over_http
 
 
 def stream_chat(

