@@ -3,26 +3,28 @@
 The warehouse is built by the project's own assets with the fake engine (tests/explorer_warehouse.py);
 paging and filters are also checked on a synthetic warehouse (bench/explorer_drilldown.py), and the
 drill-down is timed on 10^5 judgments (10^6: the bench script). The app only reads: the
-warehouse's bytes are the same after every page ran.
+warehouse's bytes are the same after every page ran (conftest.py). The new pages (judges, refusals,
+the items behind a value, charts, comparisons in the browser) are in test_pages.py; a real browser
+walks them in test_browser.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pytest
 from dagster import DagsterInstance
-from streamlit.testing.v1 import AppTest
 
 from bench.explorer_drilldown import MODEL, TASK, build_synthetic
 from tests.conftest import requires_mirror
-from tests.explorer_warehouse import CHILD, PARENT, TASKS, Built, build
+from tests.explorer.apptest import app as _app
+from tests.explorer.apptest import frame as _frame
+from tests.explorer.apptest import problems as _problems
+from tests.explorer.apptest import texts as _texts
+from tests.explorer_warehouse import CHILD, PARENT, TASKS, Built
 from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.exchange import Request
 from themis_dagster.explorer import APP, data
@@ -32,64 +34,6 @@ from themis_dagster.runs.pools import ENGINE_POOL
 from themis_dagster.settings import Settings
 
 pytestmark = requires_mirror
-TIMEOUT = 90
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
-    warehouse = build(tmp_path_factory.mktemp("explorer"))
-    saved = {key: os.environ.get(key) for key in warehouse.env()}
-    os.environ.update(warehouse.env())
-    before = _digest(warehouse.warehouse)
-    yield warehouse
-    shared_slot().release()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    assert _digest(warehouse.warehouse) == before, "the explorer wrote to the warehouse"
-
-
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("synthetic") / "synthetic.duckdb"
-    build_synthetic(path, 1000)
-    build_synthetic(path, 10, model="other-model")
-    return path
-
-
-def _app(script: str | None = None, /, **params: str) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
-    if script is not None:
-        at.switch_page(script)
-        at.query_params.update(params)
-        at.run()
-    return at
-
-
-def _problems(at: AppTest) -> list[str]:
-    return [str(e.value) for e in at.exception] + [str(e.value) for e in at.error]
-
-
-def _frame(at: AppTest, *columns: str) -> pd.DataFrame:
-    """The first table on the page with these columns."""
-    for element in at.dataframe:
-        if set(columns) <= set(element.value.columns):
-            return element.value
-    raise AssertionError(f"no table with columns {columns}")
-
-
-def _texts(at: AppTest) -> str:
-    """Every text the page shows (markdown, captions, code, infos, dataframes...), joined."""
-    parts = [str(e.value) for kind in ("markdown", "caption", "code", "info", "warning", "error", "text", "title",
-                                       "header", "subheader", "json") for e in at.get(kind)]  # fmt: skip
-    parts += [e.value.to_string() for e in at.dataframe]
-    return "\n".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,7 +49,7 @@ def test_leaderboard_rows_have_cis_verdicts_ranks_and_genderbench_letters(built:
     stereotype = board[(board["task"] == "crows_pairs") & (board["metric"] == "pct_stereotype")]
     assert list(stereotype["ideal"]) == [0.5, 0.5] and list(stereotype["rank"]) == [1, 1]  # same answers: a tie
     assert stereotype["ci_low"].notna().all() and stereotype["verdict"].str.len().gt(0).all()
-    assert set(board["family"]) == {"CrowS-Pairs", "GenderBench"}
+    assert set(board["family"]) == {"CrowS-Pairs", "GenderBench", "BBQ", "Other"}  # BOLD is in "Other"
 
 
 def test_drilldown_pages_cover_every_judgment_once_with_prompts_and_replies(built: Built) -> None:
@@ -221,7 +165,7 @@ def test_leaderboard_page_lists_every_model_with_links(built: Built) -> None:
     table = at.dataframe[0].value
     assert set(table["model"]) == {f"model?model={PARENT}", f"model?model={CHILD}"}
     assert f"drilldown?model={CHILD}&task=gb_direct&metric=fail_rate_mark" in set(table["replies"])
-    assert "D (catastrophic)" in set(table["mark"])
+    assert "D (catastrophic)" in set(table["value"])  # a mark's letter stands for its value
     at.multiselect(key="families").select("GenderBench").run()
     assert set(at.dataframe[0].value["task"]) == {"gb_direct"}
     at.selectbox(key="verdict").select("GenderBench marks").run()
@@ -240,11 +184,14 @@ def test_model_page_shows_the_report_sections_with_drilldown_links(built: Built)
     assert any(s.value.startswith("CrowS-Pairs") for s in at.subheader)
     failures = _frame(at, "task", "judged", "failed")
     gb = failures[failures["task"] == "gb_direct"].iloc[0]
-    assert gb["failed"] == gb["judged"] > 0 and gb["replies"] == f"drilldown?model={PARENT}&task=gb_direct&parsed=false"
+    assert gb["failed"] == gb["judged"] and int(gb["judged"]) > 0  # integers as text: "6", never "6.000"
+    assert gb["replies"] == f"drilldown?model={PARENT}&task=gb_direct&parsed=false"
     assert {"refusal_rate", "refused_rate"} <= set(_frame(at, "metric", "outcome", "judgments")["metric"])
-    runs = _frame(at, "run_id", "weights_sha256")
-    assert set(runs["task"]) == set(TASKS) and runs["weights_sha256"].notna().all()
-    assert at.json, "each run's configuration"
+    runs = _frame(at, "task", "weights sha256", "dtype")
+    assert set(runs["task"]) == set(TASKS) and (runs["weights sha256"] != "—").all()
+    assert set(runs["dtype"]) == {"bfloat16"} and "run_id" not in runs.columns  # no internal id on screen
+    settings = _frame(at, "setting", "value")  # one evaluation's record as a key/value list, not raw JSON
+    assert "engine.engine" in set(settings["setting"]) and not settings["value"].isin(["None", "nan"]).any()
     assert _problems(_app("model.py", model="nobody"))[0].startswith("unknown model 'nobody'")
 
 
@@ -277,20 +224,21 @@ def test_model_page_shows_refusal_and_unfinished_shares_beside_each_tasks_values
 def test_drilldown_page_shows_replies_filters_and_pages(built: Built) -> None:
     at = _app("drilldown.py", model=CHILD, task="gb_direct", metric="fail_rate")
     assert not _problems(at)
-    table = _frame(at, "item_id", "prompt", "reply")
+    table = _frame(at, "item", "outcome", "reply")
     assert len(table) == TASKS["gb_direct"] and set(table["reply"]) == {"yes"}
-    assert table["prompt"].str.contains("Do you agree").all()
+    at = _app("drilldown.py", model=CHILD, task="gb_direct", metric="fail_rate", item=str(table["item"].iloc[0]))
+    assert "Do you agree" in _texts(at) and "raw reply:" in _texts(at)  # the item opened: the prompt as sent
     links = at.get("page_link")
-    assert links and all(link.value == "Ask again in the playground" for link in links)
-    assert any("request=sbic" in link.proto.query_string for link in links)
+    assert any(link.value == "Ask again in the playground" and "request=sbic" in link.proto.query_string
+               for link in links)  # fmt: skip
     at = _app("drilldown.py", model=CHILD, task="crows_pairs", metric="pct_stereotype", size="10", page="2")
-    assert not _problems(at) and len(_frame(at, "item_id", "prompt", "reply")) == TASKS["crows_pairs"] - 10
+    assert not _problems(at) and len(_frame(at, "item", "outcome", "reply")) == TASKS["crows_pairs"] - 10
     assert "Judgments 11–12 of 12" in _texts(at)
-    outcome = _frame(at, "item_id", "prompt", "reply")["outcome"].iloc[0]
+    outcome = _frame(at, "item", "outcome", "reply")["outcome"].iloc[0]
     at = _app("drilldown.py", model=CHILD, task="crows_pairs", outcome=outcome)
-    assert set(_frame(at, "item_id", "prompt", "reply")["outcome"]) == {outcome}
+    assert set(_frame(at, "item", "outcome", "reply")["outcome"]) == {outcome}
     at = _app("drilldown.py", model=PARENT, task="gb_direct", parsed="false")
-    assert set(_frame(at, "item_id", "prompt", "reply")["parsed"]) == {False}
+    assert set(_frame(at, "item", "outcome", "reply")["parsed"]) == {"no"}
     assert _problems(_app("drilldown.py", model=CHILD, task="nope"))[0].startswith("unknown task 'nope'")
     assert _problems(_app("drilldown.py", model=CHILD, task="crows_pairs", metric="zzz"))[0].startswith(
         "unknown metric 'zzz'"
@@ -358,10 +306,10 @@ def test_compare_page_against_the_parent_with_discordant_items(built: Built) -> 
     at = _app("compare.py", model=CHILD)
     assert not _problems(at)
     assert f"Baseline **{PARENT}** (its registry parent)." in _texts(at)
-    rows = _frame(at, "p_adjusted", "verdict")
-    assert {"p_adjusted", "verdict", "ci_low", "ci_high"} <= set(rows.columns)
+    rows = _frame(at, "p (Holm)", "verdict")
+    assert {"p (Holm)", "verdict", "difference", "95% CI"} <= set(rows.columns)
     assert "within gate" in set(rows["verdict"])
-    assert not _frame(at, "step", "change_vs_previous").empty
+    assert not _frame(at, "step", "change").empty
     at.selectbox(key="task").select("gb_direct").run()
     pairs = _frame(at, "model_reply", "baseline_reply")
     assert len(pairs) == TASKS["gb_direct"]
@@ -392,219 +340,6 @@ def test_an_api_key_is_never_shown(built: Built, tmp_path: Path, monkeypatch) ->
     assert not _problems(at)
     shown = _texts(at)
     assert "THEMIS_TEST_EXPLORER_KEY" in shown and secret not in shown
-
-
-# ---------------------------------------------------------------------------------------------
-# a real browser: headless Chromium driven over its DevTools protocol (websocket-client)
-
-
-class Browser:
-    """A headless Chromium page driven over the DevTools protocol: navigate, evaluate, click, type, screenshot."""
-
-    def __init__(self, chromium: str, profile: Path) -> None:
-        import json
-        import socket
-        import subprocess
-        import urllib.request
-
-        import websocket
-
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        self.process = subprocess.Popen(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-             "--disable-background-networking", "--disable-component-update", f"--user-data-dir={profile}",
-             f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1", "--window-size=1500,1100",
-             "--hide-scrollbars", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as answer:
-                    pages = [t for t in json.load(answer) if t.get("type") == "page"]
-                if pages:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("Chromium's DevTools endpoint did not come up")
-            time.sleep(0.3)
-        self.json = json
-        self.socket = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
-        self.next_id = 0
-        self.call("Page.enable")
-        self.call("Emulation.setDeviceMetricsOverride", width=1500, height=1100, deviceScaleFactor=1, mobile=False)
-
-    def call(self, method: str, **params: object) -> dict:
-        self.next_id += 1
-        self.socket.send(self.json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            message = self.json.loads(self.socket.recv())
-            if message.get("id") == self.next_id:
-                assert "error" not in message, message
-                return message.get("result", {})
-
-    def evaluate(self, expression: str) -> object:
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-        return result.get("result", {}).get("value")
-
-    def wait_for(self, expression: str, what: str, timeout: float = 60) -> object:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = self.evaluate(expression)
-            if value:
-                return value
-            time.sleep(0.5)
-        raise AssertionError(f"timed out waiting for {what}; the page says: {self.text()[:2000]}")
-
-    def text(self) -> str:
-        return str(self.evaluate("document.body ? document.body.innerText : ''"))
-
-    def goto(self, url: str) -> None:
-        self.call("Page.navigate", url=url)
-
-    def click_at(self, x: float, y: float) -> None:
-        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
-            self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
-
-    def center_of(self, selector_js: str) -> tuple[float, float]:
-        box = self.wait_for(f"(() => {{ const e = {selector_js}; if (!e) return null; e.scrollIntoView({{block: "
-                            "'center'}); const r = e.getBoundingClientRect(); return [r.x + r.width / 2, "
-                            "r.y + r.height / 2]; })()", selector_js)  # fmt: skip
-        assert isinstance(box, list)
-        return float(box[0]), float(box[1])
-
-    def click_until(self, where: Callable[[], tuple[float, float]], condition: str, what: str, tries: int = 5) -> None:
-        """Click (where ``where()`` says) until ``condition`` holds: a click that lands mid-render is lost."""
-        for _ in range(tries - 1):
-            self.click_at(*where())
-            try:
-                self.wait_for(condition, what, timeout=8)
-                return
-            except AssertionError:
-                continue
-        self.click_at(*where())
-        self.wait_for(condition, what, timeout=30)
-
-    def type_into(self, selector_js: str, text: str) -> None:
-        self.click_at(*self.center_of(selector_js))
-        self.call("Input.insertText", text=text)
-
-    def screenshot(self, target: Path) -> None:
-        import base64
-
-        target.write_bytes(base64.b64decode(str(self.call("Page.captureScreenshot", format="png")["data"])))
-
-    def close(self) -> None:
-        self.socket.close()
-        self.process.terminate()
-        self.process.wait(timeout=30)
-
-
-def _by_text(tag: str, text: str) -> str:
-    """A JS expression: the last ``tag`` element whose text is ``text`` (quoted for JS)."""
-    return f"[...document.querySelectorAll({tag!r})].filter(e => e.innerText.trim() === {text!r}).pop()"
-
-
-def test_in_headless_chromium_leaderboard_to_replies_and_playground_scores(built: Built, tmp_path: Path) -> None:
-    import shutil
-    import socket
-    import subprocess
-    import sys
-    import urllib.request
-
-    from themis_dagster.explorer.launch import streamlit_command
-    from themis_dagster.settings import PROJECT_ROOT
-
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("headless Chromium not installed (Debian package 'chromium'; make system-deps)")
-    artifacts = Path(__file__).resolve().parents[1] / "artifacts"
-    artifacts.mkdir(exist_ok=True)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, **built.env(), "PYTHONPATH": str(PROJECT_ROOT)}
-    app = subprocess.Popen(streamlit_command("127.0.0.1", port), env=env, cwd=PROJECT_ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    browser = None
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as answer:
-                    if answer.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            assert app.poll() is None, app.stdout.read() if app.stdout else "the app exited"
-            assert time.monotonic() < deadline, "the app did not answer /_stcore/health"
-            time.sleep(0.5)
-        browser = Browser(chromium, tmp_path / "chromium-profile")
-        # the leaderboard, narrowed by its URL to the child's GenderBench values
-        browser.goto(f"{base}/?model={CHILD}&task=gb_direct")
-        grid = "document.querySelector('[data-testid=\"stDataFrame\"]')"
-        browser.wait_for(
-            f"{grid} && document.body.innerText.includes('values of 1 model on 1 task')", "the leaderboard"
-        )
-        time.sleep(2)  # the grid draws its canvas
-        browser.screenshot(artifacts / "explorer-leaderboard.png")
-        # click the first row's value: columns model 200, task 170, metric 210, then value (80)
-        left, top = browser.evaluate(f"(() => {{ const r = {grid}.getBoundingClientRect(); return [r.x, r.y]; }})()")  # type: ignore[misc]
-        browser.click_until(lambda: (left + 200 + 170 + 210 + 40, top + 35 + 17),
-                            "location.pathname.endsWith('/drilldown')", "the drill-down after the click")  # fmt: skip
-        browser.wait_for("document.body.innerText.includes('Judgments 1–')", "the judgments")
-        assert f"model={CHILD}" in str(browser.evaluate("location.search"))
-        summary = "document.querySelector('[data-testid=\"stExpander\"] summary')"
-        opened = ("['Ask again in the playground', 'raw reply:', 'Do you agree with the following statement']"
-                  ".every(t => document.body.innerText.includes(t))")  # fmt: skip
-        browser.click_until(lambda: browser.center_of(summary), opened, "an opened judgment")
-        shown = browser.text()
-        assert "Do you agree with the following statement" in shown and "raw reply:" in shown
-        time.sleep(1)
-        browser.screenshot(artifacts / "explorer-drilldown.png")
-        # the playground: score two completions
-        browser.goto(f"{base}/playground?model={CHILD}")
-        browser.wait_for("document.body.innerText.includes('Completion probabilities')", "the playground")
-        context = "document.querySelector('textarea[aria-label=\"Context\"]')"
-        browser.click_until(lambda: browser.center_of(_by_text("[role=tab]", "Completion probabilities")),
-                            f"{context} && {context}.offsetParent !== null", "the scoring tab")  # fmt: skip
-        browser.type_into(context, "The doctor said that")
-        browser.type_into("document.querySelector('textarea[aria-label=\"Completions, one per line\"]')",
-                          "he is busy\nshe is busy")  # fmt: skip
-        browser.click_at(20, 400)  # blur: the text area sends its value
-        time.sleep(1.5)
-        browser.click_until(lambda: browser.center_of(_by_text("button", "Score")),
-                            "document.body.innerText.includes('3 tokens, sum')", "the scores")  # fmt: skip
-        shown = browser.text()
-        assert "'he is busy'" in shown and "'she is busy'" in shown and "chat template" in shown
-        time.sleep(2)
-        browser.screenshot(artifacts / "explorer-playground.png")
-        # the other pages, to look at
-        for name, path, ready in (
-            ("model", f"/model?model={PARENT}", "Reproducibility record"),
-            ("compare", f"/compare?model={CHILD}&task=gb_direct", "items judged differently"),
-            ("runs", "/runs", "Recent materializations"),
-        ):
-            browser.goto(base + path)
-            browser.wait_for(f"document.body.innerText.includes({ready!r})", f"the {name} page")
-            time.sleep(2)
-            browser.screenshot(artifacts / f"explorer-{name}.png")
-    finally:
-        if browser is not None:
-            browser.close()
-        app.terminate()
-        try:
-            app.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            app.kill()
-        del sys  # only for the subprocess' interpreter path above
-    for name in ("explorer-leaderboard.png", "explorer-drilldown.png", "explorer-playground.png", "explorer-model.png",
-                 "explorer-compare.png", "explorer-runs.png"):  # fmt: skip
-        assert (artifacts / name).stat().st_size > 20_000, f"{name} looks empty"
 
 
 def test_a_reasoning_column_is_shown_where_the_warehouse_has_one(tmp_path: Path) -> None:

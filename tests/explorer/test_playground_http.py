@@ -19,7 +19,10 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import requires_mirror
 from tests.engines.test_openai_engine import FakeServer, fake, json_reply, toy_encode  # noqa: F401 - fake: fixture
-from tests.explorer.test_explorer import TIMEOUT, _frame, _problems, _texts, built  # noqa: F401 - built: fixture
+from tests.explorer.apptest import TIMEOUT
+from tests.explorer.apptest import frame as _frame
+from tests.explorer.apptest import problems as _problems
+from tests.explorer.apptest import texts as _texts
 from tests.explorer_warehouse import Built
 from themis_dagster.engines.openai.config import OpenAIEngineConfig
 from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
@@ -128,7 +131,7 @@ def test_an_api_without_logprobs_says_so_and_still_chats(hosted: FakeServer) -> 
     assert not at.exception and _no_slot_held() and SECRET not in _texts(at)
 
 
-def test_only_an_engine_on_this_hosts_devices_takes_a_slot(built: Built, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_only_an_engine_on_this_hosts_devices_takes_a_slot(built: Built, monkeypatch: pytest.MonkeyPatch) -> None:
     from themis_dagster.engines.vllm.server import VLLMServerManager
 
     settings = Settings.from_env()

@@ -7,11 +7,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from themis_dagster.settings import PROJECT_ROOT, Settings
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from themis_dagster.resources import WarehouseResource
 
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -83,6 +85,7 @@ def print_leaderboard(warehouse: Path, out: TextIO | None = None) -> None:
     and CI beside it, or the note saying why there is none (docs/judges.md); those columns appear
     only when some ranked metric is judged. A warehouse from an older schema raises ``OlderSchemaError``.
     """
+    from themis_dagster.warehouse.read.judged import judged_headline_table
     from themis_dagster.warehouse.read.leaderboard import printed_leaderboard
     from themis_dagster.warehouse.read.verdicts import bias_counts
     from themis_dagster.warehouse.readonly import connect_read_only
@@ -90,7 +93,45 @@ def print_leaderboard(warehouse: Path, out: TextIO | None = None) -> None:
     with connect_read_only(warehouse) as conn:
         frame = printed_leaderboard(conn)
         counts = bias_counts(conn)
+        judged = judged_headline_table(conn)
     target = out or sys.stdout
-    print(frame.to_string(index=False) if not frame.empty else "(leaderboard is empty)", file=target)
+    apart = frame[frame["apart"].notna()] if "apart" in frame.columns else frame.iloc[0:0]
+    ranked = frame.drop(index=apart.index)
+    print(ranked.to_string(index=False) if not ranked.empty else "(leaderboard is empty)", file=target)
+    if not apart.empty:  # a judged value whose judge gives no verdict is not ranked with the others
+        print("\nranked apart (a judge model counted these, and its calibration gives them no verdict):", file=target)
+        print(apart.drop(columns=["rank"]).to_string(index=False), file=target)
+    if judged:  # every value a judge model counted, with its judge's kappa and the corrected value or why none
+        print("\njudged values (each with its judge; no verdict where the judge is uncalibrated or no better than "
+              "chance):", file=target)  # fmt: skip
+        print(_judged_table(judged).to_string(index=False), file=target)
     for model, count in counts.items():
         print(f"biased: {model} {count.text} bias metrics whose CI excludes the ideal", file=target)
+
+
+def _judged_table(judged: list[dict[str, Any]]) -> pd.DataFrame:
+    """The judged values as printed: value, judge, kappa (CI) on its set, corrected (CI) or the note, verdict."""
+    import pandas as pd
+
+    from themis_dagster.reports.judged_text import corrected_text
+    from themis_dagster.warehouse.read.judged import JudgedRow
+    from themis_dagster.warehouse.read.verdicts import judge_withholds
+
+    rows = []
+    for row in judged:
+        entry = JudgedRow(
+            row["task"], None, row["metric"], row["judge"], row["calibration_set"], row["kappa"], row["kappa_ci_low"],
+            row["kappa_ci_high"], row["corrected"], row["corrected_ci_low"], row["corrected_ci_high"], row["note"],
+            row["n_calibration"],
+        )  # fmt: skip
+        kappa = "—" if entry.kappa is None else f"{entry.kappa:.3f}"
+        if entry.kappa_ci_low is not None and entry.kappa_ci_high is not None:
+            kappa += f" ({entry.kappa_ci_low:.3f} – {entry.kappa_ci_high:.3f})"
+        rows.append(
+            {
+                "model": row["model"], "task": row["task"], "metric": row["metric"], "value": row["value"],
+                "judge": entry.judge, "kappa (95% CI)": kappa, "calibration_set": entry.calibration_set or "—",
+                "corrected": corrected_text(entry), "verdict": judge_withholds(entry) or "judge passed calibration",
+            }
+        )  # fmt: skip
+    return pd.DataFrame(rows)

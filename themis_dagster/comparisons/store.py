@@ -140,10 +140,13 @@ def run_comparisons(
     *,
     origin: str,
     run_id: str,
+    into: duckdb.DuckDBPyConnection | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     """Compare ``model`` with ``baseline`` on ``tasks``, store the rows, and return the view's rows and verdicts.
 
-    Every task is checked (comparable runs, items in common) before anything is written.
+    Every task is checked (comparable runs, items in common) before anything is written. ``into``: store the rows
+    and read the views there instead of in ``conn`` (a scratch database with the warehouse's schema: the
+    explorer compares on a read-only connection and writes nothing).
     """
     notes = [f"{model} is compared with itself: every difference is 0 and every p-value 1"] if model == baseline else []
     results = []
@@ -151,10 +154,11 @@ def run_comparisons(
         rows, task_notes = compare_in_warehouse(conn, task, model, baseline)
         results.append((task.name, rows))
         notes += task_notes
-    store_gates(conn, gates)
+    target = conn if into is None else into
+    store_gates(target, gates)
     for name, rows in results:
-        store_comparisons(conn, model, baseline, name, rows, origin=origin, run_id=run_id)
+        store_comparisons(target, model, baseline, name, rows, origin=origin, run_id=run_id)
     names = [task.name for task in tasks]
-    view = comparison_view(conn, model, baseline).filter(pl.col("task").is_in(names))
-    verdicts = gate_view(conn, model, baseline).filter(pl.col("task").is_in(names))
+    view = comparison_view(target, model, baseline).filter(pl.col("task").is_in(names))
+    verdicts = gate_view(target, model, baseline).filter(pl.col("task").is_in(names))
     return view, verdicts, notes

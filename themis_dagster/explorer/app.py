@@ -13,7 +13,7 @@ def main() -> None:
         st.Page(source, title=title, icon=icon, url_path=url_path, default=url_path == "leaderboard")
         for url_path, (source, title, icon) in PAGES.items()
     ]
-    st.navigation(pages).run()
+    st.navigation(pages, position="top").run()  # the whole width for the tables (1400 px: no column off-screen)
 
 
 if __name__ == "__main__":

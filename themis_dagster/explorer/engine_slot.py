@@ -5,9 +5,9 @@ engine (``runs/pools.py``), so two engines never share an accelerator. The playg
 a slot of the same pool, as a pending step of its own pseudo-run ``themis-ui:<host>:<pid>:<start>``,
 before it builds an engine, and waits (saying so) while runs hold them all. It keeps one
 engine warm for successive requests and gives engine and slot back together: when it has been
-idle for ``THEMIS_UI_ENGINE_IDLE_S`` seconds (default 120), as soon as another step waits for the
-pool, or when the app's process ends. A slot left by an app process that died is freed by the
-next one that asks (its pid is gone: ``runs/owner.py``).
+idle for the page's keep-warm setting (default ``THEMIS_UI_ENGINE_IDLE_S``, 120 seconds), as soon
+as another step waits for the pool, or when the app's process ends. A slot left by an app process
+that died is freed by the next one that asks (its pid is gone: ``runs/owner.py``).
 
 Models behind an API, the ``openai`` engine and a ``vllm-server`` already running for the model
 are answered over HTTP and load nothing on this host's devices: they take no slot
@@ -100,6 +100,16 @@ class _Held:
     engine: Engine
     claimed: bool
     last_used: float
+    load_s: float = 0.0  # how long the engine took to load (with the wait for the pool)
+
+
+@dataclass(frozen=True)
+class Loading:
+    """What the slot is doing for a model that is not warm yet: waiting for the pool, or loading it, since when."""
+
+    model: str
+    phase: str
+    started: float
 
 
 class EngineSlot:
@@ -112,6 +122,9 @@ class EngineSlot:
         self._held: _Held | None = None
         self._watcher: threading.Thread | None = None
         self.run_id = run_id()
+        self.idle_s: float | None = None  # keep-warm: idle seconds before release (None: THEMIS_UI_ENGINE_IDLE_S)
+        self.loading: Loading | None = None
+        self.last_load_s: dict[str, float] = {}  # model -> seconds its last load took (what a new load may take)
 
     # -- the pool ------------------------------------------------------------------------------
 
@@ -174,6 +187,9 @@ class EngineSlot:
             if on_wait is not None and not told:
                 on_wait(f"Waiting for the engine pool: a run holds it ({self.pool_state()}).")
                 told = True
+            if self.loading is not None and self.loading.phase != "waiting for the engine pool (a run holds it)":
+                self.loading = Loading(self.loading.model, "waiting for the engine pool (a run holds it)",
+                                       self.loading.started)  # fmt: skip
             sleep(POLL_S)
 
     def _unclaim(self) -> None:
@@ -228,18 +244,57 @@ class EngineSlot:
         from themis_dagster.resources.engine_registry import engine_resource
 
         claimed = needs_slot(spec, settings)
-        if claimed:
-            self._claim(wait_s, on_wait, sleep)
+        started = time.monotonic()
+        self.loading = Loading(spec.id, "taking a slot of the engine pool", started)
         try:
-            resource = engine_resource(settings)
-            weights = resolve_weights(spec, settings.models_dir, settings.cache_dir)
-            engine = resource.engine_for(spec, weights)
-        except BaseException:
             if claimed:
-                self._unclaim()
-            raise
-        self._held = _Held(spec.id, resource, engine, claimed, time.monotonic())
+                self._claim(wait_s, on_wait, sleep)
+            self.loading = Loading(spec.id, "loading the engine (weights, compilation)", started)
+            try:
+                resource = engine_resource(settings)
+                weights = resolve_weights(spec, settings.models_dir, settings.cache_dir)
+                engine = resource.engine_for(spec, weights)
+            except BaseException:
+                if claimed:
+                    self._unclaim()
+                raise
+        finally:
+            self.loading = None
+        load_s = time.monotonic() - started
+        self.last_load_s[spec.id] = load_s
+        self._held = _Held(spec.id, resource, engine, claimed, time.monotonic(), load_s)
         return self._held
+
+    def preload(
+        self,
+        spec: ModelSpec,
+        settings: Settings,
+        *,
+        wait_s: float = 30.0,
+        on_wait: Callable[[str], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """Make ``spec``'s engine warm without asking it anything (the page follows ``loading`` meanwhile)."""
+        with self.engine(spec, settings, wait_s=wait_s, on_wait=on_wait, sleep=sleep):
+            pass
+
+    def warm(self) -> dict[str, Any] | None:
+        """The warm engine in words: its model, how long it took to load, how long it has been idle, and how long
+        it stays warm idle (None: no engine is warm)."""
+        held = self._held
+        if held is None:
+            return None
+        return {
+            "model": held.model,
+            "load_s": held.load_s,
+            "idle_s": time.monotonic() - held.last_used,
+            "keep_warm_s": self.keep_warm_s(),
+            "holds_slot": held.claimed,
+        }
+
+    def keep_warm_s(self) -> float:
+        """Idle seconds before the engine is given back (the page's setting, else ``THEMIS_UI_ENGINE_IDLE_S``)."""
+        return self.idle_s if self.idle_s is not None else _env_seconds("THEMIS_UI_ENGINE_IDLE_S", DEFAULT_IDLE_S)
 
     def loaded(self) -> str | None:
         """The model whose engine is warm (None: none)."""
@@ -266,7 +321,6 @@ class EngineSlot:
         self._watcher.start()
 
     def _watch_loop(self) -> None:
-        idle_s = _env_seconds("THEMIS_UI_ENGINE_IDLE_S", DEFAULT_IDLE_S)
         while self._held is not None:
             time.sleep(POLL_S)
             held = self._held
@@ -275,7 +329,7 @@ class EngineSlot:
             if not self._lock.acquire(blocking=False):
                 continue  # a request is running
             try:
-                if time.monotonic() - held.last_used > idle_s or (held.claimed and self.others_waiting()):
+                if time.monotonic() - held.last_used > self.keep_warm_s() or (held.claimed and self.others_waiting()):
                     self.release()
             except Exception as error:  # noqa: BLE001 - the watcher must outlive a storage hiccup; it tries again
                 LOG.warning("engine slot watcher: %s", error)

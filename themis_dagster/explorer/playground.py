@@ -1,40 +1,51 @@
-"""Playground: chat with a registered model, score completions token by token, see the next token's top k.
+"""Playground: chat with a registered model, ask again a stored request, ask as different people, score
+completions token by token, see the next token's top k.
 
 Requests go through the platform's engine (``THEMIS_ENGINE``, from the engine registry; the
-OpenAI-compatible engine for a running ``vllm-server`` and API models). An engine that loads on
-this host's devices is built only while the playground holds a slot of the ``engine`` pool runs
-take (``engine_slot``); while runs hold every slot it waits and says so. What an engine cannot
-give (an API without log-probabilities) is said on the page, not raised. "Ask again" links from the
-drill-down open here with the stored request (``?model=...&task=...&request=...``).
+OpenAI-compatible engine for a running ``vllm-server`` and API models), loaded only while the
+playground holds a slot of the ``engine`` pool runs take (``engine_slot``), its load followed on
+the page. The engine stays warm for the keep-warm time chosen here. "Ask again" links from the
+drill-down open here with the stored request (``?model=...&task=...&request=...``), and the new
+reply is shown beside the stored one. "Ask as" sends the same message as several people (a name or
+a persona said in the first person) and shows their replies side by side.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
-from themis_dagster.engines import inspection
-from themis_dagster.engines.openai.errors import LoglikelihoodUnsupportedError
 from themis_dagster.exchange import ChatMessage, GenerationParams, Request
 from themis_dagster.explorer import data, ui
-from themis_dagster.explorer.engine_slot import EngineBusyError, needs_slot, shared_slot
+from themis_dagster.explorer.engine_slot import needs_slot, shared_slot
+from themis_dagster.explorer.playground_tools import (
+    next_token_tab,
+    redact_secrets,
+    sampling,
+    scoring_tab,
+    stream_chat,
+    streams,
+    with_engine,
+)
 from themis_dagster.registry.models import ApiSource, ModelSpec
 
-WAIT_S = 30.0
+KEEP_WARM = {
+    "2 minutes": 120.0,
+    "10 minutes": 600.0,
+    "30 minutes": 1800.0,
+    "1 hour": 3600.0,
+    "until released": math.inf,
+}
+FRAMINGS = {
+    "My name is {who}.": "My name is {who}. {message}",
+    "As {who}, ...": "As {who}, {message}",
+    "I am {who}.": "I am {who}. {message}",
+}
+DEFAULT_PEOPLE = "Emily, Lakisha, Greg, Jamal"  # names of the callback study (Bertrand & Mullainathan 2004)
 
-
-def redact_secrets(text: str, spec: ModelSpec) -> str:
-    """``text`` without the value of the model's API key variable (an error message may echo it)."""
-    variable = spec.source.api_key_env if isinstance(spec.source, ApiSource) else None
-    for name in (variable, "THEMIS_OPENAI_API_KEY", "OPENAI_API_KEY"):
-        secret = os.environ.get(name or "")
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, data.REDACTED)
-    return text
+__all__ = ["redact_secrets", "render"]
 
 
 def _stored(model: str) -> dict[str, Any] | None:
@@ -52,51 +63,37 @@ def _stored(model: str) -> dict[str, Any] | None:
     return {**found, "task": task, "request_id": request_id}
 
 
-def _sampling(stored: dict[str, Any] | None, key: str) -> GenerationParams:
-    """The sampling settings, shown and editable (preset from the stored request's own)."""
-    preset: dict[str, Any] = {}
-    if stored and isinstance(stored.get("gen_params"), dict):
-        preset = {k: v for k, v in stored["gen_params"].items() if k in GenerationParams.model_fields}
-    try:
-        base = GenerationParams(**preset)
-    except ValueError:
-        base = GenerationParams()
-    cols = st.columns(4)
-    max_tokens = cols[0].number_input("max_tokens", 1, 8192, base.max_tokens, key=f"{key}-max_tokens")
-    temperature = cols[1].number_input("temperature", 0.0, 5.0, float(base.temperature), 0.1, key=f"{key}-temp")
-    top_p = cols[2].number_input("top_p", 0.01, 1.0, float(base.top_p), 0.05, key=f"{key}-top_p")
-    seed = cols[3].number_input("seed", 0, 2**31 - 1, base.seed or 0, key=f"{key}-seed")
-    return GenerationParams(
-        max_tokens=int(max_tokens), temperature=float(temperature), top_p=float(top_p), seed=int(seed), stop=base.stop
-    )
+def ask_as(message: str, people: list[str], framing: str) -> list[tuple[str, str]]:
+    """The message as each person would send it (``framing``: one of :data:`FRAMINGS`)."""
+    template = FRAMINGS[framing]
+    return [(who, template.format(who=who, message=message)) for who in people]
 
 
-def _say(place: Any, message: str) -> None:
-    place.info(message)
+def _answer(
+    spec: ModelSpec, conversation: list[ChatMessage], params: GenerationParams, completion: bool = False
+) -> tuple[str, str] | None:
+    """The reply to ``conversation`` (``completion``: its last message continued as plain text, as a ``generate``
+    request is), streamed where it can be; (reply, what the model saw) or None (the error is shown)."""
+    sent: list[str] = []
 
+    def ask(engine: Any) -> str:
+        if streams(spec, params) and not completion:
+            return str(st.write_stream(stream_chat(engine, conversation, params, sent)))
+        request = (
+            Request.completion(conversation[-1]["content"], "playground")
+            if completion
+            else Request.conversation(conversation, "playground")
+        )
+        answer = (engine.generate if completion else engine.chat)([request], params)[0]
+        sent.append(answer.prompt_text or "")
+        if answer.error:
+            st.error(redact_secrets(answer.error, spec))
+        st.text(answer.text or "")
+        return str(answer.text or "")
 
-def _with_engine(spec: ModelSpec, action: Any) -> Any:
-    """Run ``action(engine)`` on the playground's engine; a busy pool or an engine error is shown, not raised."""
-    notice = st.empty()
-    try:
-        with (
-            st.spinner(f"Asking {spec.id}..."),
-            shared_slot().engine(
-                spec, ui.settings(), wait_s=WAIT_S, on_wait=lambda message: _say(notice, message)
-            ) as engine,
-        ):
-            result = action(engine)
-    except EngineBusyError as error:
-        notice.warning(str(error))
-        return None
-    except (inspection.NotSupportedError, LoglikelihoodUnsupportedError) as error:
-        notice.warning(f"Not available for {spec.id}: {redact_secrets(str(error), spec)}")
-        return None
-    except Exception as error:  # noqa: BLE001 - an engine's failure is the reader's to see, without its secrets
-        notice.error(redact_secrets(f"{type(error).__name__}: {error}", spec))
-        return None
-    notice.empty()
-    return result
+    with st.chat_message("assistant"):
+        reply = with_engine(spec, ask)
+    return None if reply is None else (reply, sent[0] if sent else "")
 
 
 def chat_tab(spec: ModelSpec, stored: dict[str, Any] | None) -> None:
@@ -110,12 +107,25 @@ def chat_tab(spec: ModelSpec, stored: dict[str, Any] | None) -> None:
             st.session_state[f"{history_key}-draft"] = str(messages[-1].get("content", ""))
         elif stored and stored.get("request_type") == "generate":
             st.session_state[f"{history_key}-draft"] = str(stored.get("prompt") or "")
-    params = _sampling(stored, "chat")
-    st.caption(f"Sampling: {params.model_dump_json()}")
+    params = sampling(stored, "chat")
+    st.caption(
+        f"Sampling: {params.model_dump_json()}"
+        + (
+            " · streamed"
+            if streams(spec, params)
+            else " · not streamed (sampling, or a reasoning model: the reply comes whole)"
+        )
+    )
     history: list[ChatMessage] = st.session_state[history_key]
-    for message in history:
-        with st.chat_message(message["role"]):
-            st.text(message["content"])
+    conversation_area = st.container()
+    with conversation_area:
+        for message in history:
+            with st.chat_message(message["role"]):
+                st.text(message["content"])
+    with st.expander("Ask as different people (the same message, side by side)"):
+        people_text = st.text_input("People (names or personas, comma-separated)", DEFAULT_PEOPLE, key="ask-as")
+        framing = st.selectbox("Said as", list(FRAMINGS), key="ask-as-framing")
+        as_people = st.toggle("Ask as these people", key="ask-as-on")
     with st.form("chat-form"):
         text = st.text_area("Your message", key=f"{history_key}-draft")
         sent = st.form_submit_button("Send")
@@ -124,141 +134,101 @@ def chat_tab(spec: ModelSpec, stored: dict[str, Any] | None) -> None:
         st.rerun()
     if not sent or not text.strip():
         return
-    conversation = [*history, {"role": "user", "content": text}]
-    reply = _with_engine(spec, lambda engine: engine.chat([Request.conversation(conversation, "playground")], params))
-    if reply is None:
-        return
-    answer = reply[0]
-    st.session_state[history_key] = [*conversation, {"role": "assistant", "content": answer.text or ""}]
-    with st.chat_message("user"):
-        st.text(text)
-    with st.chat_message("assistant"):
-        st.text(answer.text or "")
-        if answer.error:
-            st.error(redact_secrets(answer.error, spec))
-        st.caption(
-            f"{answer.n_prompt_tokens} prompt tokens, {answer.n_output_tokens} generated, "
-            f"finish: {answer.finish_reason}"
-        )
-    with st.expander("Exactly what the model saw"):
-        st.code(answer.prompt_text or "", language=None, wrap_lines=True)
+    people = [p.strip() for p in people_text.split(",") if p.strip()]
+    with conversation_area:
+        if as_people and people:
+            _as_people(spec, history, text, people, str(framing), params)
+            return
+        conversation = [*history, {"role": "user", "content": text}]
+        kind = stored.get("request_type") if stored is not None else None
+        # the first message after "ask again" is the stored request itself
+        again = kind in ("chat", "generate") and len(history) == len(_stored_history(stored or {}))
+        completion = again and kind == "generate"
+        with st.chat_message("user"):
+            st.text(text + ("  (continued as plain text, as the task sent it)" if completion else ""))
+        answered = _answer(spec, conversation, params, completion)
+        if answered is None:
+            return
+        reply, seen = answered
+        st.session_state[history_key] = [*conversation, {"role": "assistant", "content": reply}]
+        if again and stored is not None:
+            _beside_stored(stored, reply)
+        with st.expander("Exactly what the model saw"):
+            st.code(seen, language=None, wrap_lines=True)
 
 
-def _score(engine: Any, context: str, completions: list[str], top_k: int, templated: bool) -> list[dict[str, Any]]:
-    """Each completion's loglikelihood (the engine's own) and its tokens, plain or after the chat template."""
-    shown_context = inspection.chat_text(engine, [{"role": "user", "content": context}]) if templated else context
-    requests = [Request.loglikelihood(shown_context, completion, f"c{i}") for i, completion in enumerate(completions)]
-    answers = engine.loglikelihood(requests)
-    scored = []
-    for completion, answer in zip(completions, answers, strict=True):
-        tokens = inspection.token_logprobs(engine, shown_context, completion, top_k)
-        scored.append({"completion": completion, "answer": answer, "tokens": tokens, "context": shown_context})
-    return scored
+def _stored_history(stored: dict[str, Any]) -> list[Any]:
+    messages = stored.get("messages")
+    return list(messages[:-1]) if isinstance(messages, list) else []
 
 
-def scoring_tab(spec: ModelSpec, stored: dict[str, Any] | None) -> None:
-    if stored and stored.get("request_type") == "loglikelihood" and "score-context" not in st.session_state:
-        st.session_state["score-context"] = stored.get("context") or ""
-        st.session_state["score-completions"] = stored.get("continuation") or ""
-    context = st.text_area("Context", key="score-context", help="empty: scored after the prefix token")
-    completions_text = st.text_area("Completions, one per line", key="score-completions")
-    cols = st.columns(2)
-    top_k = int(cols[0].number_input("Alternatives per token (top k)", 0, 20, 5, key="score-topk"))
-    cols[1].caption(
-        "Each completion is scored twice: on the context as written, and on the context sent as a "
-        "user message through the model's chat template (the reply's position)."
+def _beside_stored(stored: dict[str, Any], reply: str) -> None:
+    """The stored reply of the request asked again beside the new one, and whether they are the same."""
+    old = str(stored.get("reply") or "")
+    same = old.strip() == reply.strip()
+    st.markdown(
+        f"**Asked again**: the new reply is {'the same as' if same else 'not the same as'} the stored one "
+        f"({stored['task']} · {stored['request_id']})."
     )
-    if not st.button("Score", key="score-go", type="primary"):
-        return
-    completions = [line for line in completions_text.splitlines() if line.strip()]
-    if not completions:
-        st.warning("Write at least one completion.")
-        return
+    left, right = st.columns(2)
+    left.text("stored reply:")
+    left.code(old, language=None, wrap_lines=True)
+    right.text("new reply:")
+    right.code(reply, language=None, wrap_lines=True)
 
-    def both(engine: Any) -> dict[str, list[dict[str, Any]] | str]:
-        result: dict[str, list[dict[str, Any]] | str] = {"plain": _score(engine, context, completions, top_k, False)}
-        try:
-            result["chat template"] = _score(engine, context, completions, top_k, True)
-        except inspection.NotSupportedError as error:
-            result["chat template"] = str(error)
-        return result
 
-    found = _with_engine(spec, both)
-    if found is None:
+def _as_people(
+    spec: ModelSpec, history: list[ChatMessage], text: str, people: list[str], framing: str, params: GenerationParams
+) -> None:
+    """The same message sent as each person, the replies side by side (the conversation itself is not extended)."""
+    asked = ask_as(text, people, framing)
+    requests = [
+        Request.conversation([*history, {"role": "user", "content": m}], f"as-{i}") for i, (_, m) in enumerate(asked)
+    ]
+    answers = with_engine(spec, lambda engine: engine.chat(requests, params))
+    if answers is None:
         return
-    rows = []
-    for variant, scored in found.items():
-        if isinstance(scored, str):
-            st.info(f"{variant}: {scored}")
-            continue
-        for entry in scored:
-            answer = entry["answer"]
-            rows.append(
-                {
-                    "variant": variant,
-                    "completion": entry["completion"],
-                    "loglikelihood": answer.logprob,
-                    "greedy": answer.is_greedy,
-                    "tokens": answer.n_continuation_tokens,
-                    "error": answer.error,
-                }
+    st.markdown(f"**The same message as {len(people)} people** ({framing})")
+    for column, (who, message), answer in zip(
+        st.columns(min(len(people), 4)) * math.ceil(len(people) / 4), asked, answers, strict=False
+    ):
+        with column:
+            st.markdown(f"**{who}**")
+            st.caption(message)
+            st.code(answer.text or "", language=None, wrap_lines=True)
+            if answer.error:
+                st.error(redact_secrets(answer.error, spec))
+
+
+def _engine_status(place: Any, spec: ModelSpec, slot_needed: bool) -> None:
+    """The engine in words: which model is warm, how long it took to load, how long it stays warm idle."""
+    slot = shared_slot()
+    warm = slot.warm()
+    with place:
+        cols = st.columns([3, 1, 1])
+        if warm is None:
+            cols[0].caption("Engine: none warm; the first request loads it here (its progress is shown).")
+        else:
+            keep = "until released" if math.isinf(warm["keep_warm_s"]) else f"{warm['keep_warm_s'] / 60:g} min idle"
+            cols[0].caption(
+                f"Warm engine: **{warm['model']}** · loaded in {warm['load_s']:.0f} s · idle "
+                f"{warm['idle_s']:.0f} s · kept warm {keep}"
+                + (" · holds a slot of the engine pool" if warm["holds_slot"] else "")
             )
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="score-table")
-    for variant, scored in found.items():
-        if isinstance(scored, str):
-            continue
-        for entry in scored:
-            tokens = entry["tokens"]
-            with st.expander(
-                f"{variant} · {entry['completion']!r}: {len(tokens.tokens)} tokens, sum {tokens.logprob:.3f}"
-            ):
-                if variant == "chat template":
-                    st.code(entry["context"], language=None, wrap_lines=True)
-                st.dataframe(
-                    pd.DataFrame(
-                        [
-                            {
-                                "token": t.token,
-                                "logprob": t.logprob,
-                                "rank": t.rank,
-                                "top alternatives": ", ".join(f"{alt!r} {lp:.2f}" for alt, lp in t.top),
-                            }
-                            for t in tokens.tokens
-                        ]
-                    ),
-                    hide_index=True,
-                    width="stretch",
-                )
-
-
-def next_token_tab(spec: ModelSpec) -> None:
-    prompt = st.text_area("Prompt", key="next-prompt")
-    cols = st.columns(2)
-    k = int(cols[0].number_input("k", 1, 20, 10, key="next-k"))
-    templated = cols[1].checkbox("Send it as a user message through the chat template", key="next-chat")
-    if not st.button("Next token", key="next-go", type="primary"):
-        return
-
-    def ask(engine: Any) -> tuple[str, list[tuple[str, float]]]:
-        text = inspection.chat_text(engine, [{"role": "user", "content": prompt}]) if templated else prompt
-        return text, inspection.next_tokens(engine, text, k, templated=templated)
-
-    found = _with_engine(spec, ask)
-    if found is None:
-        return
-    text, ranked = found
-    if templated:
-        st.code(text, language=None, wrap_lines=True)
-    frame = pd.DataFrame([{"token": token, "logprob": lp, "probability": math.exp(lp)} for token, lp in ranked])
-    st.dataframe(
-        frame,
-        hide_index=True,
-        width="stretch",
-        key="next-table",
-        column_config={
-            "probability": st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
-        },
-    )
+            if cols[2].button("Release the engine", key="release"):
+                slot.release()
+                st.rerun()
+        current = slot.keep_warm_s()
+        labels = list(KEEP_WARM)
+        index = next((i for i, v in enumerate(KEEP_WARM.values()) if v == current), 0)
+        chosen = cols[1].selectbox(
+            "Keep warm",
+            labels,
+            index=index,
+            key="keep-warm",
+            help="how long an idle engine stays loaded (a run waiting for the engine pool takes it back at once)",
+        )
+        slot.idle_s = KEEP_WARM[str(chosen)]
 
 
 def render() -> None:
@@ -296,15 +266,12 @@ def render() -> None:
         f"Engine: **{engine_name}** · source: {source.kind} · dtype {spec.dtype} · "
         f"chat template: {spec.chat_template or 'none (base model)'}{key_note}"
     )
-    slot = shared_slot()
-    loaded = slot.loaded()
-    status = st.columns([3, 1])
-    status[0].caption(f"Warm engine: {loaded or 'none'}" + (f" · {_pool_state(slot)}" if slot_needed else ""))
-    if loaded and status[1].button("Release the engine", key="release"):
-        slot.release()
-        st.rerun()
+    status = st.container()
     if stored:
-        st.info(f"Asking again: request {stored['request_id']} of {stored['task']} ({stored['request_type']}).")
+        st.info(
+            f"Asking again: request {stored['request_id']} of {stored['task']} ({stored['request_type']}); the "
+            "new answer is shown beside the stored one."
+        )
     chat, scoring, nxt = st.tabs(["Chat", "Completion probabilities", "Next token"])
     with chat:
         chat_tab(spec, stored)
@@ -312,13 +279,7 @@ def render() -> None:
         scoring_tab(spec, stored)
     with nxt:
         next_token_tab(spec)
-
-
-def _pool_state(slot: Any) -> str:
-    try:
-        return str(slot.pool_state())
-    except Exception as error:  # noqa: BLE001 - the Dagster instance may be unreachable; the page still works
-        return f"engine pool unknown ({type(error).__name__})"
+    _engine_status(status, spec, slot_needed)  # last: it says what this run's requests left warm
 
 
 if __name__ == "__main__":

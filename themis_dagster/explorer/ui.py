@@ -29,6 +29,8 @@ PAGES: dict[str, tuple[str, str, str]] = {
     "leaderboard": ("leaderboard.py", "Leaderboard", ":material/leaderboard:"),
     "model": ("model.py", "Model", ":material/model_training:"),
     "drilldown": ("drilldown.py", "Drill-down", ":material/manage_search:"),
+    "judges": ("judges.py", "Judges", ":material/gavel:"),
+    "refusals": ("refusals.py", "Refusals", ":material/block:"),
     "compare": ("compare.py", "Compare", ":material/compare_arrows:"),
     "playground": ("playground.py", "Playground", ":material/chat:"),
     "runs": ("runs.py", "Runs", ":material/play_circle:"),

@@ -4,8 +4,33 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 MISSING = "—"
+# a metric that is a share of items (a percentage in the explorer), not a difference of two shares
+_RATE = re.compile(
+    r"(^|_)(rate|share|ratio)(_[a-z0-9]+)?$|^(acc|accuracy|pct|frequency)(_|$)|_(accuracy|tpr|tnr)$|_rate_"
+)
+_DIFFERENCE = re.compile(r"(^|_)(diff|gap|disparity|difference)(_|$)")
+_COUNT = re.compile(r"^n$|^n_|_count$|^count_|_departures$")
+
+
+def is_rate(metric: str) -> bool:
+    """Whether the metric is a share of items (``*_rate``, ``*_share``, ``accuracy*``, ``pct_*``...), not a
+    difference of two shares (``diff_*``, ``*_gap``, ``*_disparity``)."""
+    return bool(_RATE.search(metric)) and not _DIFFERENCE.search(metric)
+
+
+def is_count(metric: str) -> bool:
+    """Whether the metric counts items (``n_answered``): written as an integer, never "240.000"."""
+    return bool(_COUNT.search(metric))
+
+
+def fmt_count(value: float | None) -> str:
+    """An integer with thousands separated; ``—`` for none."""
+    if value is None or (isinstance(value, float) and (math.isnan(value) or math.isinf(value))):
+        return MISSING
+    return f"{round(value):,}"
 
 
 def fmt(value: float | None) -> str:

@@ -26,7 +26,7 @@ from themis_dagster.warehouse.read import metrics
 from themis_dagster.warehouse.read.ideals import metric_ideals
 from themis_dagster.warehouse.read.judged import judged_headlines
 from themis_dagster.warehouse.read.leaderboard import ranks as leaderboard_ranks
-from themis_dagster.warehouse.read.verdicts import bias_count
+from themis_dagster.warehouse.read.verdicts import bias_count, judge_withholds
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,8 @@ def _cell(
             "title": "not evaluated",
             "corrected": None,  # every cell has what the template reads (an imported model lacks most tasks)
         }
-    shown = summary_row(row, ideal, higher_is_better=higher_is_better)
-    shown["rank"] = f"#{rank[0]}" if rank is not None and rank[1] > 1 else ""
+    shown = summary_row(row, ideal, judged_by=judged, higher_is_better=higher_is_better)
+    shown["rank"] = "apart" if shown["apart"] else f"#{rank[0]}" if rank is not None and rank[1] > 1 else ""
     judge = f" · {judge_text(judged)}" if judged is not None else ""
     shown["title"] = f"{shown['verdict']} · CI {shown['ci']} · n {shown['n']}{judge}"
     shown["corrected"] = corrected_text(judged)
@@ -99,7 +99,7 @@ def render_leaderboard(
         mine = [row for row in headline if row.model == model]
         cells = [_cell(row, all_ideals.get((row.task, row.metric)), None) for row in mine]
         letters = [str(c["mark"]) for c in cells if c["mark"]]
-        count = bias_count(mine, declared)
+        count = bias_count(mine, declared, {(t, m, None): j for (who, t, m), j in judged.items() if who == model})
         overview.append(
             {
                 "model": model,
@@ -111,7 +111,12 @@ def render_leaderboard(
                 "biased": count.biased,
                 "tested": count.tested,
                 "marks": {letter: letters.count(letter) for letter in "ABCD" if letter in letters},
-                "firsts": sum(1 for row in mine if _first(ranks.get((model, row.task, row.metric)))),
+                "firsts": sum(
+                    1
+                    for row in mine
+                    if _first(ranks.get((model, row.task, row.metric)))
+                    and judge_withholds(judged.get((model, row.task, row.metric))) is None
+                ),
             }
         )
     overview.sort(key=lambda o: (o["tasks"] == 0, o["biased"] / o["tested"] if o["tested"] else 1.0, o["model"]))

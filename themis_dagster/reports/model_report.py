@@ -20,6 +20,7 @@ import jinja2
 import markupsafe
 
 from themis_dagster import __version__
+from themis_dagster.refusals.outcome import ANSWERED
 from themis_dagster.reports import plots
 from themis_dagster.reports.data import Ideals, MetricRow, ReportData, known_models, load_report_data
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
@@ -31,7 +32,7 @@ from themis_dagster.reports.run_records import ci_label as ci_label_of
 from themis_dagster.reports.run_records import config_json, run_rows, shared_config, variant
 from themis_dagster.reports.summary import family_sections, is_mark, settings_departures
 from themis_dagster.tasks.family import settings_metrics
-from themis_dagster.warehouse.read.verdicts import bias_count
+from themis_dagster.warehouse.read.verdicts import bias_count, judge_withholds
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NOTABLE_PER_METRIC = 3
@@ -149,11 +150,13 @@ def _subset_sections(
     sections = []
     for task in sorted({row.task for row in data.headline} | {row.task for row in data.subsets}):
         # departures are settings, not measurements: the benchmark's note lists them instead of a plot
-        rows = [
-            row
-            for row in data.subsets
-            if row.task == task and not is_mark(row.metric) and row.metric not in settings_metrics()
-        ]
+        rows = _without_equal_twins(
+            [
+                row
+                for row in data.subsets
+                if row.task == task and not is_mark(row.metric) and row.metric not in settings_metrics()
+            ]
+        )
         if not rows:
             continue  # the summary tables already show the task; no empty subsection for it
         panels = []
@@ -179,6 +182,7 @@ def _subset_sections(
             }
             for row in sorted(rows, key=lambda r: (r.metric, -(r.value or 0.0), r.subset or ""))
         ]
+        _judge_once(table)
         sections.append(
             {
                 "task": task,
@@ -189,6 +193,32 @@ def _subset_sections(
             }
         )
     return sections
+
+
+def _without_equal_twins(rows: list[MetricRow]) -> list[MetricRow]:
+    """``rows`` less the answered-only twins (``<metric>_answered``) equal to their metric in the same subset (value,
+    CI and n: nothing of that subset was refused), which would repeat every number; a twin that differs stays."""
+    own = {(r.subset, r.metric): (r.value, r.ci_low, r.ci_high, r.n) for r in rows}
+    return [
+        r
+        for r in rows
+        if not r.metric.endswith(ANSWERED)
+        or own.get((r.subset, r.metric.removesuffix(ANSWERED))) != (r.value, r.ci_low, r.ci_high, r.n)
+    ]
+
+
+def _judge_once(table: list[dict[str, Any]]) -> None:
+    """A metric's judge is the same on every subset: said on the metric's first row only; a later row keeps a
+    corrected value of its own, not the first row's "no corrected value: ..." note again."""
+    first: dict[str, object] = {}
+    for entry in table:
+        metric = str(entry["metric"])
+        if metric not in first:
+            first[metric] = entry["corrected"]
+            continue
+        entry["judge"] = None
+        if entry["corrected"] == first[metric]:
+            entry["corrected"] = None
 
 
 def _comparison_rows(data: ReportData, per_metric: int = MODELS_PER_METRIC) -> list[dict[str, Any]]:
@@ -244,10 +274,14 @@ def _failure_rows(data: ReportData) -> list[dict[str, Any]]:
 
 
 def _cards(data: ReportData) -> list[dict[str, str]]:
-    biased = bias_count(data.headline, data.declared)
+    biased = bias_count(data.headline, data.declared, data.judged)
     judged = sum(entry.judged for entry in data.parse_failures)
     failed = sum(entry.failed for entry in data.parse_failures)
-    firsts = sum(1 for rank in data.ranks.values() if rank.rank == 1 and rank.of > 1)
+    firsts = sum(
+        1
+        for (task, metric), rank in data.ranks.items()
+        if rank.rank == 1 and rank.of > 1 and judge_withholds(data.judged.get((task, metric, None))) is None
+    )
     peers = {row.model for row in data.all_headline} - {data.model}
     return [
         {"label": "Tasks", "value": str(len({row.task for row in data.headline})), "tone": "", "note": ""},

@@ -33,8 +33,10 @@ def run_rows(data: ReportData, shared: Mapping[str, Any]) -> list[dict[str, Any]
         sha = dig(config, "weights", "weights_sha256")
         settings = dig(config, "engine", "settings")
         engine_bits = [dig(config, "engine", "engine")]
-        if isinstance(settings, Mapping):
-            engine_bits += [settings.get("device"), settings.get("dtype")]
+        if isinstance(
+            settings, Mapping
+        ):  # the dtype the answers were computed in, as the model_precision view reads it
+            engine_bits += [settings.get("device"), dig(config, "precision", "dtype") or settings.get("dtype")]
         versions = dig(config, "engine", "versions")
         params = dig(config, "task_params")
         shown = {}

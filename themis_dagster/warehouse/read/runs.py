@@ -120,3 +120,11 @@ def precisions(conn: duckdb.DuckDBPyConnection, model: str) -> list[Precision]:
         Precision(str(row["task"]), str(row["dtype"]), row["dtype_reason"], row["device"], row["declared_dtype"])
         for row in found
     ]
+
+
+def dtypes(conn: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    """Every model's resolved dtypes (``model_precision``: one per model unless its tasks ran on several devices)."""
+    found = rows(
+        conn, "SELECT model, list(DISTINCT dtype ORDER BY dtype) AS dtypes FROM model_precision GROUP BY model"
+    )
+    return {str(row["model"]): [str(d) for d in row["dtypes"] or []] for row in found}

@@ -8,18 +8,25 @@ cut short (:data:`REPLY_SHARES`) describe the replies, not their bias. Those get
 (not a bias measure)" and are neither biased nor tested. A value without a declared ideal, a value or
 a CI gets no verdict (:data:`~themis_dagster.warehouse.read.ideals.NO_IDEAL`, "no value", "no CI").
 
+A value a judge model counted (``judged_metrics``) is only as good as its judge: a judge with no
+calibration gets "uncalibrated judge" and one whose kappa CI reaches 0 (no better than chance)
+"judge failed calibration" (:func:`judge_withholds`), never a verdict; such values are neither
+tested nor counted, and the leaderboards rank them apart.
+
 The explorer, the reports, the leaderboard page and ``themis leaderboard`` count with :func:`bias_count`
 over the same headline rows (``metrics``) and ideals (:func:`~themis_dagster.warehouse.read.ideals.metric_ideals`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import duckdb
 
+from themis_dagster.judging.correction import UNCALIBRATED
 from themis_dagster.warehouse.read.ideals import NO_IDEAL, Ideals, metric_ideals
+from themis_dagster.warehouse.read.judged import JudgedKey, JudgedRow, judged_headlines
 from themis_dagster.warehouse.read.metrics import MetricRecord, headline
 
 # shares of replies, not measures of bias: refused (refusals/outcome.py), reasoning unfinished or
@@ -40,6 +47,7 @@ REPLY_SHARES = frozenset(
     }
 )
 NOT_BIAS = "(not a bias measure)"
+JUDGE_FAILED = "judge failed calibration"
 
 
 @dataclass(frozen=True)
@@ -81,11 +89,37 @@ def verdict(
     return Verdict("consistent with ideal", "good", tested=True)
 
 
-def record_verdict(row: MetricRecord, ideals: Ideals) -> Verdict:
-    """The verdict on a stored value, with its metric's declared ideal and direction."""
+def judge_withholds(judged: JudgedRow | None) -> str | None:
+    """Why a judged value gets no verdict: its judge has no calibration ("uncalibrated judge") or its kappa CI
+    reaches 0 ("judge failed calibration"); None: not judged, or judged by a judge better than chance."""
+    if judged is None:
+        return None
+    if not judged.calibrated:
+        return UNCALIBRATED
+    return JUDGE_FAILED if judged.no_better_than_chance else None
+
+
+def judged_verdict(
+    metric: str,
+    value: float | None,
+    ci_low: float | None,
+    ci_high: float | None,
+    ideal: float | None,
+    higher_is_better: bool | None = None,
+    judged: JudgedRow | None = None,
+) -> Verdict:
+    """:func:`verdict`, withheld for a value whose judge cannot be trusted (:func:`judge_withholds`)."""
+    withheld = judge_withholds(judged)
+    if withheld is not None:
+        return Verdict(withheld, "none")
+    return verdict(metric, value, ci_low, ci_high, ideal, higher_is_better)
+
+
+def record_verdict(row: MetricRecord, ideals: Ideals, judged: JudgedRow | None = None) -> Verdict:
+    """The verdict on a stored value, with its metric's declared ideal and direction (and its judge, if judged)."""
     key = (row.task, row.metric)
     ideal, higher_is_better = ideals.values.get(key), ideals.higher_is_better.get(key)
-    return verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better)
+    return judged_verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better, judged)
 
 
 @dataclass(frozen=True)
@@ -100,9 +134,13 @@ class BiasCount:
         return f"{self.biased} of {self.tested}"
 
 
-def bias_count(values: Iterable[MetricRecord], ideals: Ideals) -> BiasCount:
-    """The count of biased values among ``values`` (one model's headline values), and of tested ones."""
-    verdicts = [record_verdict(row, ideals) for row in values]
+def bias_count(
+    values: Iterable[MetricRecord], ideals: Ideals, judged: Mapping[JudgedKey, JudgedRow] | None = None
+) -> BiasCount:
+    """The count of biased values among ``values`` (one model's headline values), and of tested ones; ``judged``
+    (that model's ``judged_metrics`` by task, metric and subset) withholds the verdicts its judges cannot give."""
+    found = judged or {}
+    verdicts = [record_verdict(row, ideals, found.get((row.task, row.metric, row.subset))) for row in values]
     return BiasCount(sum(v.biased for v in verdicts), sum(v.tested for v in verdicts))
 
 
@@ -112,4 +150,7 @@ def bias_counts(conn: duckdb.DuckDBPyConnection) -> dict[str, BiasCount]:
     by_model: dict[str, list[MetricRecord]] = {}
     for row in headline(conn):
         by_model.setdefault(row.model, []).append(row)
-    return {model: bias_count(found, ideals) for model, found in sorted(by_model.items())}
+    judged: dict[str, dict[JudgedKey, JudgedRow]] = {}
+    for (model, task, metric), found in judged_headlines(conn, by_model).items():
+        judged.setdefault(model, {})[(task, metric, None)] = found
+    return {model: bias_count(values, ideals, judged.get(model)) for model, values in sorted(by_model.items())}
