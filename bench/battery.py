@@ -15,8 +15,8 @@ sides alternate within a round and the first side alternates between rounds. Pri
 round's times, where our time went (engine load, inference per task, the rest), every metric of
 both sides next to each other, and ends with the line
 ``ratio lm-eval vLLM / ours: <median of the per-round ratios>x``; the figures go to
-``bench/results/battery-<isa>.json``. On the AVX2 path of an AVX-512 machine: prefix the command
-with ``THEMIS_CPU_ISA=avx2 PYTHONPATH=bench/cpu_isa``.
+``bench/results/battery-<isa>.json`` with the target: ours at least 2x faster end to end. On the AVX2
+path of an AVX-512 machine: prefix the command with ``THEMIS_CPU_ISA=avx2 PYTHONPATH=bench/cpu_isa``.
 
     .venv/bin/python bench/battery.py [--rounds 3] [--sizes bench/battery_sizes.yaml] [--keep DIR]
 """
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.crows_pairs import lm_eval_tasks, timed  # noqa: E402
-from bench.results import write_result  # noqa: E402
+from bench.results import peer, target, write_result  # noqa: E402
 from themis_dagster.datasets import resolve_file  # noqa: E402
 from themis_dagster.engines.precision import resolve_dtype, this_gpu  # noqa: E402
 from themis_dagster.engines.vllm.engine import configure_cpu_threads  # noqa: E402
@@ -285,6 +285,7 @@ def main() -> None:
             largest_gaps.append(print_metrics(ours_metrics, peer_metrics))
     print(f"per-round ratios: {', '.join(f'{r:.2f}x' for r in ratios)}", flush=True)
     print(f"ratio lm-eval vLLM / ours: {statistics.median(ratios):.2f}x", flush=True)
+    ratio = statistics.median(ratios)
     write_result(
         "battery",
         {
@@ -296,6 +297,11 @@ def main() -> None:
             "largest_metric_difference": max(largest_gaps),
             "metrics": {"ours": ours_metrics, "lm-eval vLLM backend": peer_metrics},
         },
+        summary=f"six tasks ({sum(counts.values()):,} items) at {dtype.dtype}, one themis run: ours "
+        f"{statistics.median(times['ours']):.1f} s end to end (median of {args.rounds}); largest metric difference "
+        f"{max(largest_gaps):.2g} (BBQ's included)",
+        peers=[peer("lm-eval vLLM / ours", ratio)],
+        targets=[target("lm-eval vLLM / ours >= 2x", ratio >= 2.0)],
     )
 
 

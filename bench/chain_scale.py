@@ -18,6 +18,10 @@ us/request at the largest size to the smallest, and the marginal us/request betw
 largest sizes (which leaves out the fixed cost of a run: Dagster's steps, DuckDB's schema).
 
     .venv/bin/python bench/chain_scale.py [--max-size 1000000] [--sizes 1000,10000] [--timeout 900]
+
+Targets, at 10^6 requests: at most 50 us of platform time per request, at most 2,048 MiB peak RSS,
+and a cost per request that does not grow with size. The figures go to
+``bench/results/chain_scale-<isa>.json`` (bench/results.py).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.results import Peer, Target, peer, target, write_result  # noqa: E402
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 TASK = "crows_pairs"
@@ -280,6 +286,57 @@ def main() -> None:
     print("RESULTS " + json.dumps(measured))
     if compared:
         print("COMPARED " + json.dumps(compared))
+    if measured:
+        _write(measured, compared)
+
+
+TARGET_SIZE, TARGET_US, TARGET_MIB = 1_000_000, 50.0, 2048.0
+
+
+def _number(figures: object, key: str) -> float:
+    assert isinstance(figures, dict)
+    value = figures[key]
+    assert isinstance(value, int | float)
+    return float(value)
+
+
+def _write(measured: list[dict[str, object]], compared: list[dict[str, object]]) -> None:
+    """The result file: the largest size's figures in the summary, the ratios, the targets at 10^6."""
+    last = measured[-1]
+    size = int(_number(last, "requests"))
+    peers: list[Peer] = []
+    if len(measured) >= 2:
+        first = measured[0]
+        peers.append(
+            peer(
+                f"us/request {size:,} / {int(_number(first, 'requests')):,}",
+                _number(last, "us_per_request") / _number(first, "us_per_request"),
+            )
+        )
+    for pair in compared:
+        peers.append(
+            peer(
+                f"platform time this / the compared checkout at {int(_number(pair, 'requests')):,}",
+                _number(pair["this"], "platform_s") / _number(pair["compare"], "platform_s"),
+            )
+        )
+    at_target = next((m for m in measured if m["requests"] == TARGET_SIZE), None)
+    us = None if at_target is None else _number(at_target, "us_per_request")
+    mib = None if at_target is None else _number(at_target, "peak_rss_mib")
+    growth = peers[0]["ratio"] if len(measured) >= 2 and at_target is not None else None
+    targets: list[Target] = [
+        target(f"<= {TARGET_US:g} us/request at 10^6", None if us is None else us <= TARGET_US),
+        target(f"peak RSS <= {TARGET_MIB:,.0f} MiB at 10^6", None if mib is None else mib <= TARGET_MIB),
+        target("us/request does not grow with size", None if growth is None else growth <= 1.0),
+    ]
+    write_result(
+        "chain_scale",
+        {"sizes": measured, "compared": compared},
+        summary=f"at {size:,} requests: {_number(last, 'us_per_request'):.1f} us/request of platform time "
+        f"(CPU {_number(last, 'cpu_us_per_request'):.1f}), peak RSS {_number(last, 'peak_rss_mib'):,.0f} MiB",
+        peers=peers,
+        targets=targets,
+    )
 
 
 def _print_row(label: str, figures: dict[str, object]) -> None:

@@ -21,7 +21,9 @@ Run it on the AVX2 path of an AVX-512 machine with `THEMIS_CPU_ISA=avx2 PYTHONPA
 (every process of the bench, lm-eval's included, then runs as on an AVX2-only CPU). With
 ``--rounds N`` it times ours and each peer N times, interleaved (the server mode in the first
 round only), and ends with each contender's best and median and the median of the per-round
-ratios. The figures go to ``bench/results/crows_pairs-<isa>.json`` (bench/results.py).
+ratios. The figures go to ``bench/results/crows_pairs[.<dtype>]-<isa>.json`` (bench/results.py), with the
+targets: lm-eval HF at its default / ours >= 3x, lm-eval vLLM at its default / ours >= 1.5x, and
+everything outside the engine under 10% of our run.
 
     .venv/bin/python bench/crows_pairs.py [--rounds 3] [--peers hf-fp32,vllm,vllm-fp32] [--dtype float32]
         [--hf-batch-size 16] [--no-warm] [--keep DIR]
@@ -44,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.results import write_result  # noqa: E402
+from bench.results import Peer, Target, target, write_result  # noqa: E402
 from themis_dagster.datasets import resolve_file  # noqa: E402
 from themis_dagster.engines.precision import config_dtype, resolve_dtype, this_gpu  # noqa: E402
 from themis_dagster.engines.vllm.engine import configure_cpu_threads  # noqa: E402
@@ -236,6 +238,7 @@ def main() -> None:
     if unknown:
         parser.error(f"--peers: unknown peer(s) {', '.join(unknown)}; choose from {', '.join(PEERS)}")
     times: dict[str, list[float]] = {"ours": []}
+    outside: list[float] = []  # share of our run outside the engine, per round
     metrics: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="themis-bench-") as tmp:
         work = Path(args.keep) if args.keep else Path(tmp)
@@ -250,6 +253,7 @@ def main() -> None:
             split, metrics["ours"] = run_ours(work, env, f"ours{tag}")
             ours_s = split["total"]
             times["ours"].append(ours_s)
+            outside.append((split["in_run_other"] + split["process_other"]) / ours_s)
             report_ours(f"ours (themis run --task crows_pairs, in-process vLLM {ours_dtype.dtype}, cold)",
                         split, metrics["ours"])  # fmt: skip
             warm = None
@@ -282,19 +286,37 @@ def main() -> None:
                           f"{'equal to every digit' if equal else 'DIFFER'}", flush=True)  # fmt: skip
         if args.rounds > 1:
             summarize(times)
+    ratios = {
+        name: statistics.median([theirs / mine for theirs, mine in zip(values, times["ours"], strict=True)])
+        for name, values in times.items()
+        if name.startswith("lm-eval")
+    }
     figures = {
         "ours_dtype": ours_dtype.dtype,
         "ours_dtype_reason": ours_dtype.reason,
         "seconds": times,
         "median_seconds": {name: statistics.median(values) for name, values in times.items()},
-        "ratio_to_ours": {
-            name: statistics.median([theirs / mine for theirs, mine in zip(values, times["ours"], strict=True)])
-            for name, values in times.items()
-            if name.startswith("lm-eval")
-        },
+        "ratio_to_ours": ratios,
         "metrics": metrics,
+        "outside_the_engine": outside,
     }
-    write_result("crows_pairs", figures)
+    share = statistics.median(outside)
+    goals = {PEERS["hf"][2]: 3.0, PEERS["vllm"][2]: 1.5}  # the targets, against each peer at its default
+    targets: list[Target] = [
+        target(f"{label} / ours >= {goal:g}x", ratios[label] >= goal)
+        for label, goal in goals.items()
+        if label in ratios
+    ]
+    targets.append(target("outside the engine < 10% of our run", share < 0.10))
+    write_result(
+        "crows_pairs",
+        figures,
+        summary=f"1508 pairs, ours at {ours_dtype.dtype}: {statistics.median(times['ours']):.1f} s end to end "
+        f"(median of {args.rounds}), outside the engine {share:.1%}",
+        peers=[Peer(ratio_of=f"{label} / ours", ratio=ratio) for label, ratio in ratios.items()],
+        targets=targets,
+        case=args.dtype,
+    )
 
 
 if __name__ == "__main__":

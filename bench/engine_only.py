@@ -13,6 +13,9 @@ before its KV cache was sized in tokens (vLLM's 0.3 of host memory); and
 and the CrowS-Pairs scores, which must be identical across settings.
 
     .venv/bin/python bench/engine_only.py [--settings in-process,in-process+batched,...] [--repeat 2]
+
+No peer: the settings are compared with each other. The figures go to
+``bench/results/engine_only-<isa>.json`` (bench/results.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.results import write_result  # noqa: E402
+
 SETTINGS: dict[str, dict[str, object]] = {
     "spawned": {"in_process": False, "batched": "0"},
     "spawned+batched": {"in_process": False, "batched": "1"},
@@ -41,7 +48,6 @@ SETTINGS: dict[str, dict[str, object]] = {
 def measure(setting: dict[str, object], repeat: int) -> dict[str, object]:
     """One engine in this process: its load, then ``repeat`` passes over every sentence."""
     started = time.perf_counter()
-    sys.path.insert(0, str(ROOT))
     import polars as pl
 
     from themis_dagster.datasets import resolve_file
@@ -93,6 +99,7 @@ def main() -> None:
     if args.child:
         print("RESULT " + json.dumps(measure(SETTINGS[args.child], args.repeat)), flush=True)
         return
+    measured: list[dict[str, object]] = []
     for name in args.settings.split(","):
         setting = SETTINGS[name]
         env = dict(os.environ) | {"THEMIS_BATCHED_PROMPT_LOGPROBS": str(setting["batched"])}
@@ -103,6 +110,17 @@ def main() -> None:
         if completed.returncode != 0 or not lines:
             sys.exit(f"{name} failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
         print(f"{name}: {lines[-1].removeprefix('RESULT ')}", flush=True)
+        measured.append({"setting": name, **json.loads(lines[-1].removeprefix("RESULT "))})
+    scores = {(m["pct_stereotype"], m["likelihood_diff"]) for m in measured}
+    write_result(
+        "engine_only",
+        {"settings": measured, "scores_identical": len(scores) == 1},
+        summary="; ".join(
+            f"{m['setting']}: load {m['engine_load_s']} s, inference {', '.join(map(str, m['inference_s']))} s"  # type: ignore[call-overload]
+            for m in measured
+        )
+        + f" ({measured[0]['sentences']} sentences; scores {'identical' if len(scores) == 1 else 'DIFFER'})",
+    )
 
 
 if __name__ == "__main__":

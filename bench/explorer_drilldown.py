@@ -9,6 +9,9 @@ and replies) at the first page, in the middle and at the end, filtered by subset
 and by a ``template=`` slice.
 
     .venv/bin/python bench/explorer_drilldown.py [--items 1000000] [--rounds 3] [--keep PATH]
+
+No peer: the steps are compared with each other. The figures go to
+``bench/results/explorer_drilldown-<isa>.json`` (bench/results.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.results import write_result  # noqa: E402
 from themis_dagster.explorer import data  # noqa: E402
 from themis_dagster.warehouse.schema import ensure_schema  # noqa: E402
 
@@ -127,18 +131,35 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="build (or reuse) the warehouse here")
     args = parser.parse_args()
+    built: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as scratch:
         path = args.keep or Path(scratch) / "synthetic.duckdb"
         if not path.exists():
             started = time.perf_counter()
             build_synthetic(path, args.items)
             build_synthetic(path, 1000, model="other-model")
+            built = {"build_s": round(time.perf_counter() - started, 1), "size_mib": round(path.stat().st_size / 2**20)}
             print(
                 f"built {args.items:,} judgments, {2 * args.items:,} prompts and replies "
-                f"in {time.perf_counter() - started:.1f} s ({path.stat().st_size / 2**20:.0f} MiB)"
+                f"in {built['build_s']:.1f} s ({built['size_mib']:.0f} MiB)"
             )
-        for step, seconds in measure(path, args.items, args.rounds).items():
+        steps = measure(path, args.items, args.rounds)
+        for step, seconds in steps.items():
             print(f"{step:40s} {seconds * 1000:8.0f} ms")
+    ms = {step: round(seconds * 1000, 1) for step, seconds in steps.items()}
+    slowest = max(ms, key=ms.__getitem__)
+    write_result(
+        "explorer_drilldown",
+        {
+            "items": args.items,
+            "rounds": args.rounds,
+            "steps_ms": ms,
+            **built,
+        },
+        summary=f"{args.items:,} judgments, best of {args.rounds}: page 1 "
+        f"{ms['page 1 (headline: every judgment)']:.0f} ms, last page {ms['last page']:.0f} ms; "
+        f"slowest step: {slowest}, {ms[slowest]:.0f} ms",
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ Two parts:
 
     .venv/bin/python bench/genderbench_generation.py count
     flock /tmp/themis-engine.lock .venv/bin/python bench/genderbench_generation.py sample --n 128
+
+The figures go to ``bench/results/genderbench_generation.<count|sample>-<isa>.json`` (bench/results.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.results import peer, write_result  # noqa: E402
 from themis_dagster.datasets import resolve_file  # noqa: E402
 from themis_dagster.evaluation.answering import chunk_order  # noqa: E402
 from themis_dagster.exchange import GenerationParams, Request  # noqa: E402
@@ -59,6 +62,7 @@ def engine_calls(requests: list[Request], chunk_size: int) -> tuple[int, int]:
 def count() -> None:
     chunk_size = Settings.from_env().request_chunk_size
     totals = [0, 0, 0]
+    tasks: dict[str, dict[str, int]] = {}
     print(f"| task | requests | chunks ({chunk_size} a chunk) | engine calls |")
     print("|---|---:|---:|---:|")
     for name in sorted(task for task in task_files() if task.startswith("gb_")):
@@ -66,8 +70,20 @@ def count() -> None:
         chunks, calls = engine_calls(requests, chunk_size)
         for index, value in enumerate((len(requests), chunks, calls)):
             totals[index] += value
+        tasks[name] = {"requests": len(requests), "chunks": chunks, "engine_calls": calls}
         print(f"| {name} | {len(requests):,} | {chunks} | {calls} |", flush=True)
     print(f"| total | {totals[0]:,} | {totals[1]} | {totals[2]} |")
+    write_result(
+        "genderbench_generation",
+        {
+            "chunk_size": chunk_size,
+            "tasks": tasks,
+            "total": {"requests": totals[0], "chunks": totals[1], "engine_calls": totals[2]},
+        },
+        summary=f"the default harness ({len(tasks)} tasks): {totals[0]:,} requests in {totals[1]} chunks of "
+        f"{chunk_size} and {totals[2]} engine calls",
+        case="count",
+    )
 
 
 def timed(engine: Any, requests: list[Request]) -> dict[str, float]:
@@ -111,20 +127,40 @@ def sample(tasks: list[str], n: int) -> None:
     weights = resolve_weights(spec, settings.models_dir, settings.cache_dir)
     load_started = time.perf_counter()
     engine = VLLMEngine(spec, weights.path)
-    print(f"engine load: {time.perf_counter() - load_started:.1f} s", flush=True)
+    load_seconds = time.perf_counter() - load_started
+    print(f"engine load: {load_seconds:.1f} s", flush=True)
+    measured: dict[str, dict[str, Any]] = {}
     for name in tasks:
         genderbench = task_requests(name)[:n]
         caps = profile_caps(name)
-        peer = []
+        capped = []
         for request in genderbench:
             params = GenerationParams.model_validate({**(request.gen_params or {}), **caps})
-            peer.append(replace(request, gen_params=params.model_dump(mode="json")))
+            capped.append(replace(request, gen_params=params.model_dump(mode="json")))
         ours = timed(engine, genderbench)
         print(f"{name} GenderBench settings {json.dumps(genderbench[0].gen_params)}: {json.dumps(ours)}", flush=True)
-        theirs = timed(engine, peer)
-        print(f"{name} make-run profile {json.dumps(peer[0].gen_params)}: {json.dumps(theirs)}", flush=True)
+        theirs = timed(engine, capped)
+        print(f"{name} make-run profile {json.dumps(capped[0].gen_params)}: {json.dumps(theirs)}", flush=True)
         ratio = ours["s_per_generation"] / theirs["s_per_generation"]
         print(f"{name}: s/generation at GenderBench's settings / at the profile's caps = {ratio:.2f}", flush=True)
+        measured[name] = {
+            "genderbench": ours,
+            "profile_caps": theirs,
+            "ratio": ratio,
+            "genderbench_params": genderbench[0].gen_params,
+            "profile_params": capped[0].gen_params,
+        }
+    write_result(
+        "genderbench_generation",
+        {"engine_load_s": round(load_seconds, 1), "n": n, "tasks": measured},
+        summary=f"{n} generations a task at GenderBench's settings: "
+        + ", ".join(f"{name} {m['genderbench']['s_per_generation']} s/generation" for name, m in measured.items()),
+        peers=[
+            peer(f"s/generation GenderBench's settings / profile caps ({name})", m["ratio"])
+            for name, m in measured.items()
+        ],
+        case="sample",
+    )
 
 
 def main() -> None:

@@ -7,7 +7,8 @@ fake one with a fixed latency per batch (``--latency``), standing in for a GPU's
 wall time is the queue's doing. Both settings run in this one invocation, on fresh instances and
 warehouses; printed: each setting's wall time (first run created to last run ended), the peak
 number of runs at once, a check that no two overlapping runs held the same device, and the ratio.
-Target: four slots take at most 0.35x the wall time of one.
+Target: four slots take at most 0.35x the wall time of one. The figures go to
+``bench/results/gpu_slots-<isa>.json`` (bench/results.py).
 
     .venv/bin/python bench/gpu_slots.py [--latency 40] [--limit 4]
 """
@@ -29,6 +30,10 @@ import yaml
 from safetensors.numpy import save_file
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.results import peer, target, write_result  # noqa: E402
+
 BIN = Path(sys.executable).parent
 MODELS = ["sim-a", "sim-b", "sim-c", "sim-d"]
 TASKS = ["crows_pairs", "crows_pairs_mc", "crows_pairs_prompted"]
@@ -201,6 +206,19 @@ def main() -> None:
             )
     ratio = float(results[4]["wall_s"]) / float(results[1]["wall_s"])  # type: ignore[arg-type]
     print(f"4 models x 3 tasks, batch latency {args.latency} s: 4 slots / 1 slot = {ratio:.2f}x (target <= 0.35x)")
+    write_result(
+        "gpu_slots",
+        {
+            "latency_s": args.latency,
+            "limit": args.limit,
+            "slots": {str(slots): result for slots, result in results.items()},
+        },
+        summary=f"4 models x 3 tasks at {args.latency:g} s a batch: 4 slots {float(results[4]['wall_s']):.1f} s, "  # type: ignore[arg-type]
+        f"1 slot {float(results[1]['wall_s']):.1f} s; runs holding one device at once: "  # type: ignore[arg-type]
+        f"{results[4]['shared']} / {results[1]['shared']}",
+        peers=[peer("4 slots / 1 slot", ratio)],
+        targets=[target("4 slots / 1 slot <= 0.35x", ratio <= 0.35)],
+    )
 
 
 if __name__ == "__main__":

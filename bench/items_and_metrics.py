@@ -13,6 +13,8 @@ Both peers run in this process on the same inputs, their outputs checked equal:
 Wall and CPU seconds (``getrusage`` of this process: every thread) for each; ratios printed.
 
     .venv/bin/python bench/items_and_metrics.py [--requests 1000000]
+
+The figures go to ``bench/results/items_and_metrics-<isa>.json`` (bench/results.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from chain_scale import write_pairs  # noqa: E402
 from judge_and_keys import KEY, frames, timed  # noqa: E402
 
+from bench.results import peer, write_result  # noqa: E402
 from themis_dagster.evaluation.stage_io import chunked, stage_frame  # noqa: E402
 from themis_dagster.evaluation.task_frames import items_frame, judged_frame  # noqa: E402
 from themis_dagster.tasks.crows_pairs import utils as crows_pairs  # noqa: E402
@@ -36,11 +39,17 @@ from themis_dagster.tasks.spec import Judgment  # noqa: E402
 from themis_dagster.warehouse.frames import from_frame  # noqa: E402
 
 
-def _line(what: str, records: tuple[float, float], columns: tuple[float, float]) -> None:
+def _line(what: str, records: tuple[float, float], columns: tuple[float, float]) -> dict[str, float]:
     print(
         f"{what:<34} records {records[0]:7.2f} s wall {records[1]:7.2f} s CPU | "
         f"columns {columns[0]:7.2f} s wall {columns[1]:7.2f} s CPU | CPU ratio {columns[1] / records[1]:.3f}"
     )
+    return {
+        "records_wall_s": records[0],
+        "records_cpu_s": records[1],
+        "columns_wall_s": columns[0],
+        "columns_cpu_s": columns[1],
+    }
 
 
 def main() -> None:
@@ -56,7 +65,7 @@ def main() -> None:
         )
         by_columns, *columns_cost = timed(lambda: items_frame(crows_pairs.load_items_frame, KEY, files, params, "s"))
     assert by_columns.equals(by_records)
-    _line("task_dataset: items", tuple(records_cost), tuple(columns_cost))  # type: ignore[arg-type]
+    items_cost = _line("task_dataset: items", tuple(records_cost), tuple(columns_cost))  # type: ignore[arg-type]
     del by_records, by_columns
 
     items, _, responses = frames(args.requests)
@@ -69,7 +78,23 @@ def main() -> None:
     )
     metrics_by_columns, *columns_cost = timed(lambda: crows_pairs.compute_metrics_frame(judged, params))
     assert metrics_by_columns == metrics_by_records
-    _line("bias_metrics: read and compute", tuple(records_cost), tuple(columns_cost))  # type: ignore[arg-type]
+    metrics_cost = _line("bias_metrics: read and compute", tuple(records_cost), tuple(columns_cost))  # type: ignore[arg-type]
+    write_result(
+        "items_and_metrics",
+        {
+            "requests": args.requests,
+            "items": items_cost,
+            "metrics": metrics_cost,
+            "from_frame_alone": {"wall_s": read_cost[0], "cpu_s": read_cost[1]},
+        },
+        summary=f"{args.requests:,} requests, CPU s: items {items_cost['columns_cpu_s']:.2f} columnar against "
+        f"{items_cost['records_cpu_s']:.2f} by records; metrics {metrics_cost['columns_cpu_s']:.2f} against "
+        f"{metrics_cost['records_cpu_s']:.2f}",
+        peers=[
+            peer("CPU columns / records (items)", items_cost["columns_cpu_s"] / items_cost["records_cpu_s"]),
+            peer("CPU columns / records (metrics)", metrics_cost["columns_cpu_s"] / metrics_cost["records_cpu_s"]),
+        ],
+    )
 
 
 if __name__ == "__main__":

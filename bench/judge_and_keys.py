@@ -11,6 +11,8 @@
 Wall and CPU seconds (``getrusage`` of this process: every thread) for each; ratios printed.
 
     .venv/bin/python bench/judge_and_keys.py [--requests 1000000]
+
+The figures go to ``bench/results/judge_and_keys-<isa>.json`` (bench/results.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 import duckdb  # noqa: E402
 import polars as pl  # noqa: E402
 
+from bench.results import peer, write_result  # noqa: E402
 from themis_dagster.evaluation.judging.task_judge import judge_by_chunks  # noqa: E402
 from themis_dagster.evaluation.partition import EvaluationPartition  # noqa: E402
 from themis_dagster.evaluation.task_frames import columnar_judge, judged_frame  # noqa: E402
@@ -102,7 +105,7 @@ def frames(requests: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     return items, prompts.select(TABLES["prompts"].column_names), responses.select(TABLES["responses"].column_names)
 
 
-def judgments(requests: int) -> None:
+def judgments(requests: int) -> dict[str, float]:
     task = load_task("crows_pairs")
     columnar = columnar_judge(task)
     assert columnar is not None
@@ -113,9 +116,15 @@ def judgments(requests: int) -> None:
     print(f"judgments, {requests} requests: records {records_wall:.2f} s wall / {records_cpu:.2f} s CPU; "
           f"columnar {columns_wall:.2f} s / {columns_cpu:.2f} s; ratio columnar/records: wall "
           f"{columns_wall / records_wall:.3f}, CPU {columns_cpu / records_cpu:.3f}", flush=True)  # fmt: skip
+    return {
+        "records_wall_s": records_wall,
+        "records_cpu_s": records_cpu,
+        "columnar_wall_s": columns_wall,
+        "columnar_cpu_s": columns_cpu,
+    }
 
 
-def keys(requests: int) -> None:
+def keys(requests: int) -> dict[str, dict[str, float]]:
     _, prompts, _ = frames(requests)
     figures: dict[bool, list[tuple[float, float]]] = {}
     for constraints in (True, False):
@@ -124,18 +133,34 @@ def keys(requests: int) -> None:
             figures[constraints] = [
                 timed(lambda: replace_partition(conn, "prompts", prompts, KEY.model, KEY.task))[1:] for _ in range(2)
             ]
+    measured = {}
     for index, label in enumerate(("first write", "re-run (replace)")):
         (kw, kc), (nw, nc) = figures[True][index], figures[False][index]
         print(f"prompts {label}, {requests} rows: PRIMARY KEY {kw:.2f} s wall / {kc:.2f} s CPU; none {nw:.2f} s / "
               f"{nc:.2f} s; ratio none/key: wall {nw / kw:.3f}, CPU {nc / kc:.3f}", flush=True)  # fmt: skip
+        measured[label] = {"key_wall_s": kw, "key_cpu_s": kc, "none_wall_s": nw, "none_cpu_s": nc}
+    return measured
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=1_000_000)
     args = parser.parse_args()
-    judgments(args.requests)
-    keys(args.requests)
+    judged = judgments(args.requests)
+    written = keys(args.requests)
+    first, rerun = written["first write"], written["re-run (replace)"]
+    write_result(
+        "judge_and_keys",
+        {"requests": args.requests, "judgments": judged, "prompts_rows": written},
+        summary=f"{args.requests:,} requests, CPU s: judging {judged['columnar_cpu_s']:.2f} columnar against "
+        f"{judged['records_cpu_s']:.2f} by records; re-writing the rows {rerun['none_cpu_s']:.2f} without a key "
+        f"against {rerun['key_cpu_s']:.2f} with the PRIMARY KEY",
+        peers=[
+            peer("CPU columns / records (judging)", judged["columnar_cpu_s"] / judged["records_cpu_s"]),
+            peer("CPU no key / key (first write)", first["none_cpu_s"] / first["key_cpu_s"]),
+            peer("CPU no key / key (re-run)", rerun["none_cpu_s"] / rerun["key_cpu_s"]),
+        ],
+    )
 
 
 if __name__ == "__main__":

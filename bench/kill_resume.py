@@ -22,7 +22,8 @@ request cache:
 request lands in, so a server-mode re-run can equal the clean run only where the scores repeat.
 
 Prints each run's inference seconds, the answers kept by the kill, and ends with the lines
-`ratio clean / one-batch: <x>` and `ratio re-run / clean: <x>` (medians over rounds).
+`ratio clean / one-batch: <x>` and `ratio re-run / clean: <x>` (medians over rounds). The figures go
+to ``bench/results/kill_resume.<engine>[-<dtype>]-<isa>.json`` (bench/results.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ import duckdb
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.results import peer, target, write_result  # noqa: E402
+
 BIN = Path(sys.executable).parent
 RUN_LINE = re.compile(r"ok in ([\d.]+) s \(engine: load ([\d.]+) s, inference ([\d.]+) s\)")
 
@@ -161,7 +166,7 @@ def main() -> None:
     base = args.keep or Path(tempfile.mkdtemp(prefix="kill-resume-"))
     base.mkdir(parents=True, exist_ok=True)
     extra = {"THEMIS_MODELS_FILE": str(models_file_at(args.dtype, base))} if args.dtype else {}
-    commit_ratios, rerun_ratios = [], []
+    commit_ratios, rerun_ratios, rounds = [], [], []
     for number in range(1, args.rounds + 1):
         homes = {name: base / f"round{number}-{name}" for name in ("one-batch", "clean", "killed")}
         for home in homes.values():
@@ -199,8 +204,25 @@ def main() -> None:
         )
         if not (equal and whole):
             sys.exit(f"the re-run differs from the clean run; see {base}")
+        rounds.append({"one_batch_s": one_batch, "clean_s": clean, "load_s": load, "kept": kept, "rerun_s": rerun})
     print(f"ratio clean / one-batch: {statistics.median(commit_ratios):.3f}x (target <= 1.05)")
     print(f"ratio re-run / clean: {statistics.median(rerun_ratios):.3f}x (target <= 0.6)")
+    rerun_ratio, commit_ratio = statistics.median(rerun_ratios), statistics.median(commit_ratios)
+    case = args.engine + (f"-{args.dtype}" if args.dtype else "")
+    reruns = ", ".join(f"{r['rerun_s']:.1f}" for r in rounds)
+    cleans = ", ".join(f"{r['clean_s']:.1f}" for r in rounds)
+    write_result(
+        "kill_resume",
+        {"task": args.task, "engine": args.engine, "dtype": args.dtype, "rounds": rounds},
+        summary=f"{args.task}, {case}, killed half-way: re-run {reruns} s of inference against clean runs of "
+        f"{cleans} s; one response per prompt, metrics equal to the clean run's",
+        peers=[peer("re-run / clean", rerun_ratio), peer("clean / one-batch", commit_ratio)],
+        targets=[
+            target("re-run <= 0.6x the clean run", rerun_ratio <= 0.6),
+            target("metrics equal to the clean run's, one response per prompt", True),
+        ],
+        case=case,
+    )
     if args.keep is None:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -20,6 +20,8 @@ of a generation task such as ``--task iat --overrides '{"iterations": 5}'``) equ
 
     .venv/bin/python bench/prefix_reuse.py [--task bbq] [--overrides '{"limit": 200}']
         [--settings reuse,no-reuse,reuse-block128]
+
+The figures go to ``bench/results/prefix_reuse.<task>-<isa>.json`` (bench/results.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.results import Peer, peer, write_result  # noqa: E402
+
 SETTINGS: dict[str, dict[str, object]] = {
     "reuse": {},
     "no-reuse": {"enable_prefix_caching": False},
@@ -44,7 +50,6 @@ SETTINGS: dict[str, dict[str, object]] = {
 
 def measure(setting: dict[str, object], task_name: str, overrides: dict[str, object]) -> dict[str, object]:
     """One engine in this process: its load, then one pass over the task's requests."""
-    sys.path.insert(0, str(ROOT))
     from themis_dagster.datasets import resolve_file
     from themis_dagster.engines.dispatch import dispatch
     from themis_dagster.engines.vllm.engine import VLLMEngine
@@ -129,6 +134,8 @@ def main() -> None:
         measured[name] = json.loads(lines[-1].removeprefix("RESULT "))
         shown = {key: value for key, value in measured[name].items() if key != "answers"}
         print(f"{name}: {shown}", flush=True)
+    peers: list[Peer] = []
+    identical: dict[str, int] = {}
     if "no-reuse" in measured:
         baseline = measured["no-reuse"]
         for name, result in measured.items():
@@ -136,6 +143,31 @@ def main() -> None:
             same = sum(mine == theirs for mine, theirs in zip(result["answers"], baseline["answers"], strict=True))  # type: ignore[call-overload]
             print(f"no-reuse / {name} inference: {ratio:.2f}x; answers identical to no-reuse: {same} of "
                   f"{result['requests']}", flush=True)  # fmt: skip
+            identical[name] = same
+            if name != "no-reuse":
+                peers.append(peer(f"no-reuse / {name}", ratio))
+    reported = {name: {k: v for k, v in result.items() if k != "answers"} for name, result in measured.items()}
+    first = next(iter(reported.values()))
+    parts = [
+        f"{name}: inference {result['inference_s']} s, {result.get('loglikelihood_cached_tokens', 0):,} tokens "
+        f"read from the cache"
+        for name, result in reported.items()
+    ]
+    same_note = (
+        f"; answers identical to no-reuse: {min(identical.values())} of {first['requests']}" if identical else ""
+    )
+    write_result(
+        "prefix_reuse",
+        {
+            "task": args.task,
+            "overrides": json.loads(args.overrides),
+            "settings": reported,
+            "answers_identical_to_no_reuse": identical,
+        },
+        summary=f"{args.task}, {first['requests']} requests; " + "; ".join(parts) + same_note,
+        peers=peers,
+        case=args.task,
+    )
 
 
 if __name__ == "__main__":

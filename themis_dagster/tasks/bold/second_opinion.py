@@ -5,7 +5,7 @@ toxicity classifier (sec. 4.1, 4.3). This project runs generative models only, s
 continuation is instead shown to a second registered model (the task's ``SecondOpinion``,
 checked against the registry before any engine starts) with one question for each, its
 one-word answer read as ``positive|negative|neutral`` regard and ``toxic|non-toxic``. That is
-a deviation from the paper's classifiers (docs/benchmarks-catalogue.md). Without a judge the
+a deviation from the paper's classifiers (docs/benchmark-families.md). Without a judge the
 two metrics are not computed (NULL), never zero; an unreadable judge answer leaves that
 continuation's value None (not counted) with the reply kept in ``detail``.
 """
