@@ -13,6 +13,7 @@ from themis_dagster.assets import evaluation_assets, report_assets
 from themis_dagster.definitions import build_definitions, defs
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
+from themis_dagster.reports.leaderboard_page import RegisteredModel, render_leaderboard
 from themis_dagster.resources import EngineResource
 from themis_dagster.tasks.loader import task_names
 
@@ -144,10 +145,12 @@ def test_chain_materializes_and_rerun_replaces(tmp_path: Path, instance: Dagster
             "SELECT dtype, dtype_reason, device, declared_dtype FROM model_precision WHERE model = ? AND task = ?",
             [MODEL, "crows_pairs"],
         ).fetchall()
+        board = render_leaderboard(conn, [RegisteredModel(MODEL)]).html
     assert counts == {"task_items": 12, "prompts": 24, "responses": 24, "judgments": 12}
     # the default model declares dtype: auto; the answers were computed in what it resolved to here, and why
     assert len(precision) == 1 and precision[0][3] == "auto" and precision[0][2] == "cpu"
     assert precision[0][0] in ("bfloat16", "float32") and precision[0][1].startswith("auto on CPU: the CPU")
+    assert f'<td class="mono">{precision[0][0]}</td>' in board  # the leaderboard page shows it beside the model
     assert headline == [("likelihood_diff", 12), ("pct_stereotype", 12)]
     assert history == 2  # every materialization is kept in the history
 

@@ -22,7 +22,7 @@ from themis_dagster.reports.formatting import MISSING
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.model_report import _environment, report_dirname
 from themis_dagster.reports.summary import FAMILIES, benchmark_family, summary_row
-from themis_dagster.warehouse.read import metrics
+from themis_dagster.warehouse.read import metrics, runs
 from themis_dagster.warehouse.read.ideals import metric_ideals
 from themis_dagster.warehouse.read.judged import judged_headlines
 from themis_dagster.warehouse.read.leaderboard import ranks as leaderboard_ranks
@@ -95,6 +95,7 @@ def render_leaderboard(
     ranks = {key: (rank.rank, rank.of) for key, rank in leaderboard_ranks(conn).items()}
     by_key = {(row.model, row.task, row.metric): row for row in headline}
     overview: list[dict[str, Any]] = []
+    dtypes = runs.dtypes(conn)  # the dtype each model's answers were computed in (model_precision)
     for model in models:
         mine = [row for row in headline if row.model == model]
         cells = [_cell(row, all_ideals.get((row.task, row.metric)), None) for row in mine]
@@ -106,6 +107,7 @@ def render_leaderboard(
                 "href": f"{report_dirname(model)}/report.html",
                 "parent": known[model].parent or MISSING,
                 "mitigation": known[model].mitigation or MISSING,
+                "dtype": ", ".join(dtypes.get(model, [])) or MISSING,
                 "registered": known[model].registered,
                 "tasks": len({row.task for row in mine}),
                 "biased": count.biased,
