@@ -64,14 +64,14 @@ def test_explorer_model_page_tables_carry_judge_and_corrected_columns(warehouse:
 
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         report = load_report_data(conn, MODEL)
-    [(_, _, frame)] = summary_tables(report)
-    shown = {row["metric"]: (row["judge"], row["corrected"]) for row in frame.to_dict("records")}
+    [(_, _, frame, judges)] = summary_tables(report)
+    shown = {row["metric"]: (row["judge"], row["corrected"]) for row in judges.to_dict("records")}
     assert shown["negative_regard_share"] == (
         f"judge {JUDGE} · kappa 0.120 (0.050 – 0.190) on regard, 301 readable answers",
         "corrected 0.250 (0.100 – 0.400)",
     )
     assert shown["toxicity_rate"] == (f"judge {JUDGE} · uncalibrated judge", "no corrected value: uncalibrated judge")
-    assert shown["negative_disparity"] == (None, None)
+    assert "negative_disparity" in set(frame["metric"]) and "negative_disparity" not in shown  # no judge counted it
     subsets = subset_table(report, "bold").to_dict("records")
     assert subsets[0]["corrected"] == "corrected 0.350 (0.200 – 0.500)"
 
