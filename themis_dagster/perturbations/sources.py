@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -109,6 +110,16 @@ class Mirror:
         return found.path.read_text(encoding="utf-8"), found.sha256
 
 
+Declaration = TypeVar("Declaration")
+
+
+def _declared(declared: Mapping[str, Declaration], name: str, what: str) -> Declaration:
+    """The declaration of ``name`` in lists.yaml; ``KeyError`` listing the declared names for any other."""
+    if name not in declared:
+        raise KeyError(f"unknown {what} {name!r}; known: {', '.join(sorted(declared))}")
+    return declared[name]
+
+
 def _pair_lines(spec: ListFile, classes: tuple[str, str], text: str) -> list[RawPair]:
     lines = []
     b_words = {word.lower() for word in spec.b_words}
@@ -154,10 +165,7 @@ def load_list(name: str, mirror: Mirror) -> PairList:
 
 @cache
 def _load_list(name: str, mirror: Mirror) -> PairList:
-    declared = declared_lists().lists
-    if name not in declared:
-        raise KeyError(f"unknown word list {name!r}; known: {', '.join(sorted(declared))}")
-    declaration = declared[name]
+    declaration = _declared(declared_lists().lists, name, "word list")
     raw: list[RawPair] = []
     hashes: dict[str, str] = {}
     for spec in declaration.files:
@@ -238,10 +246,7 @@ def load_groups(name: str, mirror: Mirror) -> NameGroups:
 
 @cache
 def _load_groups(name: str, mirror: Mirror) -> NameGroups:
-    declared = declared_lists().groups
-    if name not in declared:
-        raise KeyError(f"unknown name groups {name!r}; known: {', '.join(sorted(declared))}")
-    spec = declared[name]
+    spec = _declared(declared_lists().groups, name, "name groups")
     text, sha256 = mirror.read(spec.dataset, spec.file)
     runs: dict[str, dict[str, list[str]]] = {}
     for row in csv.DictReader(io.StringIO(text)):
