@@ -23,21 +23,6 @@ from themis_dagster.explorer import charts, data, ui
 from themis_dagster.explorer.formatting import plain
 from themis_dagster.registry.models import ModelSpec
 
-DIFFERENCE_COLUMNS = [
-    "task",
-    "subset",
-    "metric",
-    "value",
-    "baseline_value",
-    "difference",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "p_adjusted",
-    "n_pairs",
-    "test",
-]
-
 
 def default_pair(conn: duckdb.DuckDBPyConnection, models: list[str], registry: dict[str, ModelSpec]) -> str:
     """The model to show first: one whose baseline (registry parent, previous checkpoint) is evaluated too."""
