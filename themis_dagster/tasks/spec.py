@@ -272,8 +272,9 @@ class CalibratedJudge(Protocol):
         params: Any,
         calibrations: Mapping[str, JudgeCalibration | None],
     ) -> list[JudgedValue]:
-        """Every judged metric of ``values`` as judged and corrected with ``calibrations`` (by kind)."""
-        ...
+        """Every judged metric of ``values`` as judged and corrected with ``calibrations`` (by kind); a judge that
+        declares itself a ``CalibratedJudge`` and counts no metric of its own (the refusal judge) inherits none."""
+        return []
 
 
 @runtime_checkable
