@@ -30,7 +30,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializerFun
 
 from themis_dagster.exchange import GenerationParams, RequestType
 
-# Task modules import the request and response types from here, next to the other task types.
+# Task modules import the request, response and metric value types from here, next to the other task types.
+from themis_dagster.exchange import MetricValue as MetricValue
 from themis_dagster.exchange import Request as Request
 from themis_dagster.exchange import Response as Response
 from themis_dagster.registry.model_id import validate_model_id
@@ -149,16 +150,6 @@ class Judgment:
 
     Set by every generation and chat task's ``judge``; None where no reply was read. Independent of
     ``outcome`` and ``score``, which stay what the task's own rules say (docs/refusals.md)."""
-
-
-@dataclass(frozen=True)
-class MetricValue:
-    subset: str | None
-    metric: str
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
 
 
 @dataclass(frozen=True)
