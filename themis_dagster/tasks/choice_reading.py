@@ -38,6 +38,20 @@ class LetterRule:
     anywhere: bool
 
 
+def letter_ladder(
+    only: re.Pattern[str], announced: re.Pattern[str], bracketed: re.Pattern[str], leading: re.Pattern[str]
+) -> tuple[LetterRule, ...]:
+    """The rules most lettered parsers apply (WinoBias's, the persona polls'), in this order: the reply is just a
+    letter (``letter_only``), announced letters (``announced``), bracketed letters anywhere (``bracketed``), a
+    leading enumerated letter (``leading``)."""
+    return (
+        LetterRule("letter_only", only, anywhere=False),
+        LetterRule("announced", announced, anywhere=True),
+        LetterRule("bracketed", bracketed, anywhere=True),
+        LetterRule("leading", leading, anywhere=False),
+    )
+
+
 def read_letter(text: str, rules: Sequence[LetterRule], letter: Callable[[re.Match[str]], int]) -> ChoiceReading | None:
     """The reading of the first of ``rules`` that finds a letter in ``text`` (``letter``: a match's option index);
     None where none does."""

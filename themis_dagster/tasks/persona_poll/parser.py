@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from functools import cache
 
-from themis_dagster.tasks.choice_reading import ChoiceReading, LetterRule, read_letter
+from themis_dagster.tasks.choice_reading import ChoiceReading, LetterRule, letter_ladder, read_letter
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MAX_CHARS = 4000
@@ -42,12 +42,7 @@ def letters(n: int) -> list[str]:
 def _rules(n: int) -> tuple[LetterRule, ...]:
     """The letter rules of ``n`` options, most explicit first."""
     only, announced, leading, bracketed = _patterns(n)
-    return (
-        LetterRule("letter_only", only, anywhere=False),
-        LetterRule("announced", announced, anywhere=True),
-        LetterRule("bracketed", bracketed, anywhere=True),
-        LetterRule("leading", leading, anywhere=False),
-    )
+    return letter_ladder(only, announced, bracketed, leading)
 
 
 def _patterns(n: int) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:

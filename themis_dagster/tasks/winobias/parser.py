@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from themis_dagster.tasks.choice_reading import ChoiceReading, LetterRule, read_letter
+from themis_dagster.tasks.choice_reading import ChoiceReading, letter_ladder, read_letter
 
 LETTERS = "ab"
 MAX_CHARS = 4000
@@ -33,12 +33,7 @@ _LEADING = re.compile(r"^\s*(?P<letter>[ab])(?:[\).:]|\s+-\s)", re.I)
 ParsedChoice = ChoiceReading
 """The chosen option's index (0 or 1), or None with ``reason`` saying why; ``how`` names the rule."""
 
-_RULES = (
-    LetterRule("letter_only", _ONLY, anywhere=False),
-    LetterRule("announced", _ANNOUNCED, anywhere=True),
-    LetterRule("bracketed", _BRACKETED, anywhere=True),
-    LetterRule("leading", _LEADING, anywhere=False),
-)
+_RULES = letter_ladder(_ONLY, _ANNOUNCED, _BRACKETED, _LEADING)
 
 
 def _letter(found: re.Match[str]) -> int:
