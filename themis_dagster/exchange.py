@@ -13,17 +13,17 @@ import json
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from themis_dagster.errors import StrictModel
 
 RequestType = Literal["loglikelihood", "generate", "chat", "embedding"]
 
 ChatMessage = dict[str, str]
 
 
-class GenerationParams(BaseModel):
+class GenerationParams(StrictModel):
     """Sampling settings; greedy and seeded by default so a re-run reproduces its text."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_tokens: int = Field(default=64, ge=1, le=8192)
     temperature: float = Field(default=0.0, ge=0.0, le=5.0)

@@ -17,20 +17,18 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from themis_dagster.datasets import resolve_file, sha256_file
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
 from themis_dagster.perturbations.pairs import PairList, RawPair, is_word, resolve_pairs
 from themis_dagster.perturbations.pronouns import PRONOUNS
 
 LISTS_FILE = Path(__file__).with_name("lists.yaml")
 
 
-class ListFile(BaseModel):
+class ListFile(StrictModel):
     """One catalogue file of a list and how it reads (see lists.yaml)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     dataset: str
     file: str
@@ -48,26 +46,20 @@ class ListFile(BaseModel):
         return self
 
 
-class ListDeclaration(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ListDeclaration(StrictModel):
     description: str
     classes: tuple[str, str]
     pronouns: bool = False
     files: list[ListFile] = Field(min_length=1)
 
 
-class DescriptorSource(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class DescriptorSource(StrictModel):
     dataset: str
     file: str
 
 
-class GroupsDeclaration(BaseModel):
+class GroupsDeclaration(StrictModel):
     """Names in several groups, read from one CSV (see lists.yaml)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     description: str
     dataset: str
@@ -77,9 +69,7 @@ class GroupsDeclaration(BaseModel):
     align: str | None = None
 
 
-class ListsFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ListsFile(StrictModel):
     lists: dict[str, ListDeclaration]
     groups: dict[str, GroupsDeclaration] = Field(default_factory=dict)
     descriptors: DescriptorSource

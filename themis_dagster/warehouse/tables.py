@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
 from themis_dagster.settings import FAMILIES_DIR, family_sections
 
 
@@ -354,10 +354,8 @@ COLUMN_TYPES = {"TEXT": TEXT, "JSON": JSON, "DOUBLE": DOUBLE, "INTEGER": INTEGER
 """A declared column's ``type``, by name."""
 
 
-class DeclaredColumn(BaseModel):
+class DeclaredColumn(StrictModel):
     """A column of a family's table: as ``Column`` above, its type by name (``COLUMN_TYPES``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1)
     type: Literal["TEXT", "JSON", "DOUBLE", "INTEGER", "BOOLEAN", "TIMESTAMP"]
@@ -365,10 +363,8 @@ class DeclaredColumn(BaseModel):
     comment: str = ""
 
 
-class DeclaredTable(BaseModel):
+class DeclaredTable(StrictModel):
     """A table a family declares (``tables:`` of its ``family.yaml``): its columns in order, key and comment."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     columns: tuple[DeclaredColumn, ...] = Field(min_length=1)
     key: tuple[str, ...] = ()
