@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,19 +21,11 @@ from tests.engines.openai_fake import (
     conversations,
     json_reply,
     make_engine,
-    running_fake_server,
 )
 from themis_dagster.engines.openai.config import OpenAIEngineConfig
 from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
 from themis_dagster.engines.openai.errors import OpenAIEngineError
 from themis_dagster.exchange import GenerationParams, Request, Response
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeServer]:
-    with running_fake_server() as state:
-        yield state
-
 
 # -- generation and chat ----------------------------------------------------------------------
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ from tests.engines.openai_fake import (
     Reply,
     json_reply,
     make_engine,
-    running_fake_server,
     toy_encode,
     toy_logprob,
     toy_rank,
@@ -29,13 +27,6 @@ from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import FakeEngineResource
 from themis_dagster.resources.openai_config import openai_config_for
 from themis_dagster.resources.served import OpenAIEngineResource
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeServer]:
-    with running_fake_server() as state:
-        yield state
-
 
 # -- loglikelihood ----------------------------------------------------------------------------
 
