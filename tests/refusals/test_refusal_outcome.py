@@ -140,6 +140,8 @@ def test_judgments_without_a_reply_read_are_not_marked() -> None:
 
 SIZES: dict[str, dict[str, object]] = sizes("refusal_test")  # each family's refusal_test sizes
 REFUSALS = {"esbbq_generate": SPANISH, "cabbq_generate": CATALAN}
+
+
 class RefusingEngineResource(FakeEngineResource):
     """The fake engine refusing ``refusal`` to the first request and every ``every``-th after it; ``reply`` else."""
 
