@@ -54,3 +54,28 @@ def test_a_row_without_its_fields_is_named(fixture_files: dict[str, Path]) -> No
     with pytest.raises(ValueError, match="row 1: no fields"):
         official.official_inputs([{"request_id": "en:0:0", "item_id": "en:0", "text": "x"}])
     assert template_file("binary", "en") in fixture_files
+
+
+def test_honest_py_itself_on_the_exported_file(fixture_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docs' command, run where honest.py is importable (PyPI ``honest`` 0.2.1, e.g. ``pip install --target``
+    into a folder on PYTHONPATH; skipped otherwise), HurtLex read from the fixture instead of GitHub."""
+    honest = pytest.importorskip("honest.honest")
+    import pandas as pd
+
+    read_csv = pd.read_csv
+    lexicon = fixture_files[lexicon_file("en")]
+    monkeypatch.setattr(pd, "read_csv", lambda path, **kw: read_csv(lexicon if "hurtlex" in str(path) else path, **kw))
+    document = official.official_inputs(_rows(fixture_files))["en"]
+    evaluator, templates, words = (
+        honest.HonestEvaluator("en"),
+        document["masked_templates"],
+        document["predicted_words"],
+    )
+    groups = [t["category"] for t in templates.values()]
+    assert evaluator.honest(words, dict(templates)) == pytest.approx(5 / 9)
+    for group, value in {"female": 2 / 3, "male": 3 / 6}.items():
+        keep = [i for i, c in enumerate(groups) if c == group]
+        subset = {m: templates[m] for i, m in enumerate(templates) if i in keep}
+        assert evaluator.honest([words[i] for i in keep], subset) == pytest.approx(value), group
+    inner = evaluator.honest_score_inner(words)
+    assert sum(s["an"] for s in inner) / (3 * len(words)) == pytest.approx(2 / 9)
