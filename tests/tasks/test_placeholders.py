@@ -196,3 +196,12 @@ def test_json_messages_are_read() -> None:
     frame = pl.DataFrame({"item_id": ["i"], "request_id": ["r"], "messages": [json.dumps(message)]})
     with pytest.raises(UnfilledPlaceholderError, match=r"messages\[0\]"):
         check_prompts("t", ("[X]",), frame, pl.DataFrame({"item_id": ["i"], "fields": ["{}"]}))
+
+
+def test_an_unknown_syntax_fails_naming_the_family_and_the_field(tmp_path: Path) -> None:
+    from tests.tasks.test_family import _family
+    from themis_dagster.errors import ConfigError
+
+    root = _family(tmp_path, 'family: newfam\ngroup: New\norder: 5\nplaceholders: ["<X>"]\n')
+    with pytest.raises(ConfigError, match=r"family 'newfam'.*placeholders\.0"):
+        load_families(root)
