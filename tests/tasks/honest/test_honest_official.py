@@ -57,10 +57,10 @@ def test_a_row_without_its_fields_is_named(fixture_files: dict[str, Path]) -> No
 
 
 def test_honest_py_itself_on_the_exported_file(fixture_files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The docs' command, run where honest.py is importable (PyPI ``honest`` 0.2.1, e.g. ``pip install --target``
-    into a folder on PYTHONPATH; skipped otherwise), HurtLex read from the fixture instead of GitHub."""
-    honest = pytest.importorskip("honest.honest")
+    """The docs' command with honest.py itself (PyPI ``honest`` 0.2.1, in the project's dev requirements), HurtLex
+    read from the fixture instead of GitHub."""
     import pandas as pd
+    from honest import honest
 
     read_csv = pd.read_csv
     lexicon = fixture_files[lexicon_file("en")]
