@@ -278,7 +278,8 @@ def load_task(
     *,
     models: Collection[str] | None = None,
 ) -> LoadedTask:
-    """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way.
+    """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way (their
+    ``perturbations``, which declare the task's variants, are no parameter of it).
 
     ``models``: the registered model ids; given, a model the parameters name (``registered_models``)
     must be one of them.
@@ -293,7 +294,8 @@ def load_task(
     path = files[name]
     spec = _load_spec(path)
     hooks = resolve_hooks(importlib.import_module(spec.module), name)
-    merged = {**spec.params, **{key: value for key, value in (overrides or {}).items() if key != VARIANT_DECLARATION}}
+    given = without_perturbations(overrides or {})  # an override's perturbations declare variants, not a parameter
+    merged = {**spec.params, **{key: value for key, value in given.items() if key != VARIANT_DECLARATION}}
     try:
         params = hooks.Params.model_validate(merged)
     except ValidationError as error:
@@ -357,7 +359,7 @@ def tasks_with_local_data(
 
     ready, missing = [], {}
     for name in names:
-        spec = _load_spec(task_files()[name])
+        spec = _load_spec(task_files()[split_variant(name)[0]])  # a variant reads its task's files
         try:
             for file in spec.files:
                 resolve_file(
