@@ -43,6 +43,8 @@ def test_every_task_is_in_one_family_and_every_family_declares_itself() -> None:
         assert family.spec.family == name == family.folder.name
         assert all(task_files()[task].parent == family.folder for task in family.tasks)
     assert all(family_of(task) is not None for task in task_names()) and family_of("genderbench") is None
+    assert family_of("winogender__gender_swap") == FAMILIES_FOUND["winogender"]  # a variant is its task's
+    assert benchmark_family("bbq_generate__gender_swap") == "BBQ"
 
 
 def test_every_family_shows_under_its_own_display_group_in_order() -> None:

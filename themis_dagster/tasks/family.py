@@ -34,6 +34,7 @@ from themis_dagster.settings import FAMILIES_DIR
 from themis_dagster.tasks.declaration import read_yaml_mapping
 from themis_dagster.tasks.loader import task_files
 from themis_dagster.tasks.variants import KEY as PERTURBATIONS
+from themis_dagster.tasks.variants import split_variant
 from themis_dagster.warehouse.tables import DeclaredTable
 
 FAMILY_FILE = "family.yaml"
@@ -211,8 +212,9 @@ def _by_task(root: Path) -> dict[str, Family]:
 
 
 def family_of(task: str) -> Family | None:
-    """The family a task belongs to (None: a task of no family, e.g. a report's pseudo-task)."""
-    return _by_task(FAMILIES_DIR).get(task)
+    """The family a task belongs to, a variant (``<task>__<perturbation>``) its task's (None: a task of no family,
+    e.g. a report's pseudo-task)."""
+    return _by_task(FAMILIES_DIR).get(split_variant(task)[0])
 
 
 def display_groups() -> tuple[str, ...]:
