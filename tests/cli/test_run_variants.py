@@ -21,24 +21,32 @@ MODEL = "smollm2-135m-instruct"
 ITEMS = 6
 
 
-@requires_mirror
-def test_variants_run_after_their_task_and_their_effects_are_printed(tmp_path: Path) -> None:
-    overrides = tmp_path / "overrides.yaml"
-    overrides.write_text(yaml.safe_dump({"winogender": {"limit": ITEMS, "perturbations": ["gender_swap", "identity"]}}))
-    (tmp_path / "home").mkdir()
+def themis_run(folder: Path, overrides: dict[str, object], tasks: tuple[str, ...], engine: str) -> str:
+    """``themis run --task ...`` in a process of its own on ``folder``'s Dagster home and warehouse (w.duckdb), with
+    ``overrides`` as its task overrides file; its output, once it has exited 0."""
+    path = folder / "overrides.yaml"
+    path.write_text(yaml.safe_dump(overrides))
+    (folder / "home").mkdir()
     env = dict(os.environ) | {
-        "DAGSTER_HOME": str(tmp_path / "home"),
-        "THEMIS_WAREHOUSE": str(tmp_path / "w.duckdb"),
-        "THEMIS_DISCOVERED_MODELS_FILE": str(tmp_path / "discovered.yaml"),
-        "THEMIS_TASK_OVERRIDES": str(overrides),
-        "THEMIS_ENGINE": "fake",
+        "DAGSTER_HOME": str(folder / "home"),
+        "THEMIS_WAREHOUSE": str(folder / "w.duckdb"),
+        "THEMIS_DISCOVERED_MODELS_FILE": str(folder / "discovered.yaml"),
+        "THEMIS_TASK_OVERRIDES": str(path),
+        "THEMIS_ENGINE": engine,
     }
     command = [sys.executable, "-m", "themis_dagster.cli", "run", "--skip-reports", "--no-calibrate-judges"]
-    for task in ("winogender", "winogender__gender_swap", "winogender__identity"):
+    for task in tasks:
         command += ["--task", task]
-    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
     output = run.stdout + run.stderr
-    assert run.returncode == 0, output[-3000:]
+    assert run.returncode == 0, output[-4000:]
+    return output
+
+
+@requires_mirror
+def test_variants_run_after_their_task_and_their_effects_are_printed(tmp_path: Path) -> None:
+    overrides = {"winogender": {"limit": ITEMS, "perturbations": ["gender_swap", "identity"]}}
+    output = themis_run(tmp_path, overrides, ("winogender", "winogender__gender_swap", "winogender__identity"), "fake")
     done = [line.split("|")[1].split(":")[0] for line in output.splitlines() if line.startswith(f"[themis] {MODEL}|")]
     assert done == ["winogender", "winogender__gender_swap", "winogender__identity"], output[-3000:]
     assert f"perturbation effects of {MODEL}" in output and "winogender__identity" in output
