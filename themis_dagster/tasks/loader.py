@@ -328,6 +328,7 @@ def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> No
     models = load_registry(settings.models_file, settings.discovered_models_file)
     engaged = [get_model(models, model_id)]
     overrides = load_overrides(settings.task_overrides_file)
+    check_partitions(settings, tasks)
     for task in tasks:
         if judge_model := load_task(task, overrides.get(task), models=models).judge_model:
             engaged.append(get_model(models, judge_model))
@@ -335,6 +336,19 @@ def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> No
         if wants_batch_invariant(spec):
             check_batch_invariant(spec, this_gpu())
     check_variants(settings, [split_variant(task)[0] for task in tasks], overrides)
+
+
+def check_partitions(settings: Settings, tasks: Sequence[str]) -> None:
+    """A variant is a partition only where the task overrides file declares it: fail before any engine otherwise."""
+    declared = set(evaluation_tasks(settings))
+    for task in tasks:
+        base, perturbation = split_variant(task)
+        if perturbation is not None and task not in declared and base in task_files():
+            where = settings.task_overrides_file or "no task overrides file (THEMIS_TASK_OVERRIDES)"
+            raise ConfigError(
+                f"task {task!r} is not a partition: a variant runs where the task overrides file declares it "
+                f"({where}); add {perturbation!r} to {base}.perturbations there"
+            )
 
 
 def check_variants(settings: Settings, tasks: Sequence[str], overrides: dict[str, dict[str, Any]]) -> None:
