@@ -23,16 +23,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from themis_dagster.datasets import CatalogDataset
 from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.perturbations import parse_perturbations
 from themis_dagster.settings import FAMILIES_DIR
 from themis_dagster.tasks.declaration import read_yaml_mapping
 from themis_dagster.tasks.loader import task_files
 from themis_dagster.tasks.placeholders import Syntax
+from themis_dagster.tasks.variants import KEY as PERTURBATIONS
+from themis_dagster.tasks.variants import split_variant
 from themis_dagster.warehouse.tables import DeclaredTable
 
 FAMILY_FILE = "family.yaml"
@@ -46,7 +49,8 @@ ExtensionPoint = Literal["assets", "dataset_inputs"]
 class TaskSizes(BaseModel):
     """One task's parameters (overrides of its task file's ``params``) for a run profile, by who uses them.
 
-    Absent: the task is not part of that profile. ``{}``: part of it at its task file's sizes.
+    Absent: the task is not part of that profile. ``{}``: part of it at its task file's sizes. A profile's
+    ``perturbations`` declare the task's variants in it (``tasks/variants.py``), checked when the family loads.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -176,6 +180,12 @@ def _check(family: Family) -> None:
     for field, task in named.items():
         if task not in family.tasks:
             raise ConfigError(f"{where}: {field}: {task!r} is not a task of this family; its tasks: {family.tasks}")
+    for task, declared in spec.sizes.items():  # a profile's variants: known perturbations, user files read now
+        for kind in get_args(SizeKind):
+            value = getattr(declared, kind)
+            if value is not None and PERTURBATIONS in value:
+                origin = f"{where}: sizes.{task}.{kind}.{PERTURBATIONS}"
+                parse_perturbations(value[PERTURBATIONS], origin, family.folder)
 
 
 @cache
@@ -208,8 +218,9 @@ def _by_task(root: Path) -> dict[str, Family]:
 
 
 def family_of(task: str) -> Family | None:
-    """The family a task belongs to (None: a task of no family, e.g. a report's pseudo-task)."""
-    return _by_task(FAMILIES_DIR).get(task)
+    """The family a task belongs to, a variant (``<task>__<perturbation>``) its task's (None: a task of no family,
+    e.g. a report's pseudo-task)."""
+    return _by_task(FAMILIES_DIR).get(split_variant(task)[0])
 
 
 def display_groups() -> tuple[str, ...]:
