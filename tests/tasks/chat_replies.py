@@ -15,7 +15,9 @@ def replies(task: str) -> tuple[list[Item], list[Response]]:
     rows = [json.loads(line) for line in REPLIES.read_text(encoding="utf-8").splitlines()]
     rows = [row for row in rows if row["task"] == task]
     items = [Item(row["item_id"], row["subset"], row["fields"]) for row in rows]
-    responses = [Response(f"{row['item_id']}:chat", row["item_id"], text=row["reply"]) for row in rows]
+    responses = [
+        Response(f"{row['item_id']}:chat", row["item_id"], text=row["reply"], request_type="chat") for row in rows
+    ]
     return items, responses
 
 

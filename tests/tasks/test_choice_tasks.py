@@ -30,7 +30,7 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.engines.fingerprint import request_fingerprint
 from themis_dagster.exchange import GenerationParams
 from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice, graded
-from themis_dagster.kinds.lettered import LetteredChoice
+from themis_dagster.kinds.lettered import LetteredChoice, ReadingParams
 from themis_dagster.tasks.bbq.parser import ParsedAnswer
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, MetricValue, Response, TaskParams
@@ -239,3 +239,35 @@ def test_lettered_choice_reads_replies_and_counts_the_unread() -> None:
         LetteredChoice(toy_benchmark(), ToyParams, "options", read=read, letters="AB").build_requests(
             items, params, TOY_TEMPLATES
         )
+
+
+def test_lettered_choice_keeps_both_readings_and_scores_by_the_declared_one() -> None:
+    """An official reader beside ``read``: each judgment of a reply keeps both letters; ``reading`` picks the one
+    its outcome follows. A reading's parameter is required of such a task."""
+
+    def letter(response: Response, choices: list[str], item: Item, params: Any) -> ParsedAnswer:
+        chosen = {"A": 0, "B": 1, "C": 2}.get((response.text or "")[:1])
+        return ParsedAnswer(chosen, "ok" if chosen is not None else "none", "first_letter")
+
+    def last(response: Response, choices: list[str], item: Item, params: Any) -> ParsedAnswer:
+        chosen = {"A": 0, "B": 1, "C": 2}.get((response.text or "")[-1:])
+        return ParsedAnswer(chosen, "ok" if chosen is not None else "none", "last_letter")
+
+    class ReadParams(ToyParams, ReadingParams):
+        pass
+
+    task = LetteredChoice(toy_benchmark(), ReadParams, "options", read=letter, official=last)
+    items = toy_items()
+    requests = task.build_requests(items, ReadParams(template="chat"), TOY_TEMPLATES)
+    responses = [requests[0].generated("B or C", "", 1, 1, "stop"), requests[1].generated("B", "", 1, 1, "stop")]
+    official = task.judge(items, requests, responses, ReadParams(template="chat"))
+    themis = task.judge(items, requests, responses, ReadParams(template="chat", reading="themis"))
+    assert [(j.outcome, j.detail.get("readings")) for j in official] == [
+        ("wrong", {"official": "C", "themis": "B"}), ("correct", {"official": "B", "themis": "B"}),
+        ("missing_response", None),
+    ]  # fmt: skip
+    assert [j.outcome for j in themis] == ["correct", "correct", "missing_response"]
+    assert (official[0].detail["reading"], themis[0].detail["reading"]) == ("official", "themis")
+    assert official[0].detail["parse_rule"] == "last_letter" and themis[0].detail["parse_rule"] == "first_letter"
+    with pytest.raises(TypeError, match="reading"):
+        LetteredChoice(toy_benchmark(), ToyParams, "options", read=letter, official=last)
