@@ -25,21 +25,6 @@ class ReadingAgreement:
     reading: str | None
 
 
-@dataclass(frozen=True)
-class ReadingDisagreement:
-    """One reply read differently: the letter each reader read (None: no choice), and the reading used."""
-
-    model: str
-    task: str
-    item_id: str
-    subset: str | None
-    reply: str | None
-    official: str | None
-    themis: str | None
-    reading: str | None
-    outcome: str | None
-
-
 def reading_agreement(conn: duckdb.DuckDBPyConnection, model: str) -> list[ReadingAgreement]:
     """Per task of ``model`` with two readings: the replies read, those read differently, the reading used."""
     found = rows(
@@ -55,6 +40,21 @@ def reading_agreement(conn: duckdb.DuckDBPyConnection, model: str) -> list[Readi
         [model],
     )
     return [ReadingAgreement(str(r["task"]), int(r["read"]), int(r["disagreements"]), r["reading"]) for r in found]
+
+
+@dataclass(frozen=True)
+class ReadingDisagreement:
+    """One reply read differently: the letter each reader read (None: no choice), and the reading used."""
+
+    model: str
+    task: str
+    item_id: str
+    subset: str | None
+    reply: str | None
+    official: str | None
+    themis: str | None
+    reading: str | None
+    outcome: str | None
 
 
 def reading_disagreements(
