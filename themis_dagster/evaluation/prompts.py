@@ -7,7 +7,9 @@ import polars as pl
 from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.evaluation.stage_io import RECORD_CHUNK, chunked, stage_frame
 from themis_dagster.evaluation.task_frames import columnar_requests, item_local, requests_frame
+from themis_dagster.tasks.family import family_of
 from themis_dagster.tasks.loader import LoadedTask
+from themis_dagster.tasks.placeholders import check_prompts
 from themis_dagster.tasks.spec import Item
 from themis_dagster.warehouse.frames import from_frame, iter_records
 
@@ -16,8 +18,17 @@ def render_prompts(task: LoadedTask, key: EvaluationPartition, items: pl.DataFra
     """The partition's ``prompts`` frame from its ``task_items`` frame.
 
     An item-local task's ``build_requests_frame`` a column at a time, or its ``build_requests`` a
-    chunk of items at a time; any other task's ``build_requests`` over the whole partition.
+    chunk of items at a time; any other task's ``build_requests`` over the whole partition. A request
+    whose text carries an unfilled placeholder of a syntax its family declares fails the stage
+    (``tasks/placeholders.py``).
     """
+    frame = _requests(task, key, items)
+    family = family_of(task.spec.task)
+    check_prompts(task.name, family.spec.placeholders if family else (), frame, items)
+    return frame
+
+
+def _requests(task: LoadedTask, key: EvaluationPartition, items: pl.DataFrame) -> pl.DataFrame:
     if (columnar := columnar_requests(task)) is not None:
         return requests_frame(columnar, key, items, task.params, task.templates)
     if item_local(task):

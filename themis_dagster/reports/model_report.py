@@ -221,10 +221,12 @@ def _judge_once(table: list[dict[str, Any]]) -> None:
             entry["corrected"] = None
 
 
-def _comparison_rows(data: ReportData, per_metric: int = MODELS_PER_METRIC) -> list[dict[str, Any]]:
-    """Per (task, metric) of this model: the ``per_metric`` models closest to the ideal, and this model."""
-    keys = set(_keys(data.headline))
-    rows = [row for row in data.all_headline if (row.task, row.metric) in keys and row.value is not None]
+def _comparison_rows(
+    data: ReportData, keys: Sequence[tuple[str, str]], per_metric: int = MODELS_PER_METRIC
+) -> list[dict[str, Any]]:
+    """Per (task, metric) the figure beside it draws (``keys``): the ``per_metric`` models closest to the ideal, and
+    this model. Every model on every metric is the leaderboard's (a table of all made the report outgrow a megabyte)."""
+    rows = [row for row in data.all_headline if (row.task, row.metric) in set(keys) and row.value is not None]
 
     def order(row: MetricRow) -> tuple[str, str, float, str]:
         ideal = data.ideals.get((row.task, row.metric))
@@ -429,7 +431,7 @@ def render_model_report(
         if has_metrics and len(data.family) > 1 and not trends
         else None,
         "timeline_img": plots.timeline_plot(model, keys, data.history, data.ideals) if has_metrics else None,
-        "comparison_rows": _comparison_rows(data) if has_metrics else [],
+        "comparison_rows": _comparison_rows(data, keys) if has_metrics else [],
         "failure_rows": _failure_rows(data),
         "run_rows": run_rows(data, shared),
         "shared_config_json": config_json(shared) if shared else None,

@@ -32,6 +32,7 @@ from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.settings import FAMILIES_DIR
 from themis_dagster.tasks.declaration import read_yaml_mapping
 from themis_dagster.tasks.loader import task_files
+from themis_dagster.tasks.placeholders import Syntax
 from themis_dagster.warehouse.tables import DeclaredTable
 
 FAMILY_FILE = "family.yaml"
@@ -126,6 +127,11 @@ class FamilySpec(BaseModel):
     )
     importer: ImporterSpec | None = Field(
         default=None, description="Extension point: ``themis import <name>`` of the benchmark's own reply format."
+    )
+    placeholders: tuple[Syntax, ...] = Field(
+        default=(),
+        description="The template syntaxes its prompts are filled in ('{X}', '[X]', '{{ x }}'): the prompts stage "
+        "fails on a request whose final text still carries one (tasks/placeholders.py).",
     )
     calibration_sets: dict[str, JudgeQuestionSpec] = Field(
         default_factory=dict,
