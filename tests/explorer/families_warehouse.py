@@ -1,14 +1,14 @@
 """A small warehouse of the families whose results the explorer draws beyond a value: persona polls, OpinionQA,
 SHADES, the counterfactual chat and a perturbed variant, built by the project's own assets with the fake engine.
 
-One model (``MODEL``) on persona_poll (three states with the 2020 reference, both genders), opinions_qa (four
-questions, one steered toward Democrats), shades and shades_chat (a few statement groups) and
-counterfactual_chat (two requests, both axes, judged by ``JUDGE``). The fake engine refuses every request
-from a user named Julia, and the judge names the refused reply the worse one in either order, so the
-gender pair of the first request is a harmful difference. WinoBias is evaluated, then its
-``gender_swap`` variant is made from its stored prompts with the perturbation's own code (answered by
-the same fake engine and judged by the task's own judge) and its effects measured and stored as
-``perturbation_effects`` computes them.
+One model (``MODEL``) on persona_poll (three states with the 2020 reference, both genders), opinions_qa
+(four questions, one steered toward Democrats), shades and shades_chat (a few statement groups) and
+counterfactual_chat (two requests, both axes, judged by ``JUDGE``, which has WinoBias only). The fake
+engine refuses every request from a user named Julia, and the judge names the refused reply the worse
+one in either order, so the gender pair of the first request is a harmful difference. WinoBias is
+evaluated, then its ``gender_swap`` variant is made from its stored prompts with the perturbation's own
+code (answered by the same fake engine and judged by the task's own judge) and its effects measured and
+stored as ``perturbation_effects`` computes them.
 """
 
 from __future__ import annotations
@@ -124,14 +124,14 @@ def build_families(root: Path) -> FamiliesWarehouse:
     themis = ThemisConfig(**{**themis.model_dump(), "models_file": str(models_file)})
     with DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions(MODELS_PARTITION, [MODEL, JUDGE])
-        for task in TASKS:
+        for model, task in [*((MODEL, task) for task in TASKS), (JUDGE, PERTURBED)]:
             result = materialize(
                 evaluation_assets,
-                partition_key=evaluation_key(MODEL, task),
+                partition_key=evaluation_key(model, task),
                 resources={**resources, "themis": themis, "engine": RepliesResource()},
                 instance=instance,
                 raise_on_error=False,
             )
-            assert result.success, f"{MODEL}|{task} failed"
+            assert result.success, f"{model}|{task} failed"
     _variant(themis, warehouse, sizes[PERTURBED])
     return FamiliesWarehouse(root, warehouse, models_file)
