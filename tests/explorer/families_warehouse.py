@@ -13,13 +13,14 @@ stored as ``perturbation_effects`` computes them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
 from pathlib import Path
 
 import duckdb
 from dagster import DagsterInstance, materialize
 
 from tests.conftest import make_resources, write_overrides
+from tests.explorer_warehouse import Built
 from themis_dagster.assets import evaluation_assets
 from themis_dagster.comparisons.perturbation_store import effects_in_warehouse, store_effects
 from themis_dagster.engines.base import Engine
@@ -32,6 +33,7 @@ from themis_dagster.registry.models import DEFAULT_MODEL_ID, ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights
 from themis_dagster.resources import ThemisConfig
 from themis_dagster.resources.engine import FakeEngineResource
+from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item
 from themis_dagster.tasks.variants import variant_name
@@ -71,22 +73,6 @@ class RepliesResource(FakeEngineResource):
         return FakeEngine(weights.path, reply=reply)
 
 
-@dataclass(frozen=True)
-class FamiliesWarehouse:
-    root: Path
-    warehouse: Path
-    models_file: Path
-
-    def env(self) -> dict[str, str]:
-        """The variables the app reads: this warehouse, this registry, the fake engine."""
-        return {
-            "THEMIS_WAREHOUSE": str(self.warehouse),
-            "THEMIS_MODELS_FILE": str(self.models_file),
-            "THEMIS_DISCOVERED_MODELS_FILE": str(self.root / "discovered.yaml"),
-            "THEMIS_ENGINE": "fake",
-        }
-
-
 def _variant(themis: ThemisConfig, warehouse: Path, overrides: dict[str, object]) -> None:
     """The perturbed variant of ``PERTURBED``: its stored prompts rewritten, answered, judged, its effects stored."""
     original, variant = load_task(PERTURBED, overrides), load_task(VARIANT, overrides)
@@ -107,7 +93,8 @@ def _variant(themis: ThemisConfig, warehouse: Path, overrides: dict[str, object]
         store_effects(conn, MODEL, VARIANT, PERTURBED, perturbation.key, effects, run_id="fixture")
 
 
-def build_families(root: Path) -> FamiliesWarehouse:
+def build_families(root: Path) -> Built:
+    """Build the warehouse under ``root``, its registry and the playground's Dagster home (its engine pool) too."""
     root.mkdir(parents=True, exist_ok=True)
     warehouse = root / "warehouse.duckdb"
     sizes = {task: {**params, "bootstrap_resamples": 100} for task, params in TASKS.items()}
@@ -134,4 +121,7 @@ def build_families(root: Path) -> FamiliesWarehouse:
             )
             assert result.success, f"{model}|{task} failed"
     _variant(themis, warehouse, sizes[PERTURBED])
-    return FamiliesWarehouse(root, warehouse, models_file)
+    home = root / "dagster_home"
+    home.mkdir(exist_ok=True)
+    shutil.copy(PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml")
+    return Built(root, warehouse, models_file, home)

@@ -145,44 +145,43 @@ def trend(frame: pd.DataFrame, ideal: float | None, x_title: str = "checkpoint s
     return alt.layer(*layers).properties(width=WIDTH + 180, height=220)
 
 
+def _bars(frame: pd.DataFrame, height: alt.Step | int, **channels: object) -> Drawn:
+    """Bars of ``frame`` with these encoding channels, as wide as the other one-axis charts."""
+    return cast(Drawn, alt.Chart(frame).mark_bar().encode(**channels).properties(width=WIDTH + 180, height=height))
+
+
+def _order(frame: pd.DataFrame, column: str) -> list[str]:
+    """The column's values in their first order (the stored order of panels, categories and sources)."""
+    return list(dict.fromkeys(frame[column]))
+
+
 def shares(frame: pd.DataFrame) -> Drawn:
     """Each panel's shares as one stacked bar per source (the model's, and the reference's beneath it, paler), a
     colour per category in its order. Columns: panel, source, category, value, shown (the value as text), ci."""
-    sources = list(dict.fromkeys(frame["source"]))
-    categories = list(dict.fromkeys(frame["category"]))
-    data = frame.assign(stack=frame["category"].map(categories.index))
-    tooltip = ["panel:N", "source:N", "category:N", alt.Tooltip("shown:N", title="share"), alt.Tooltip("ci:N")]
-    chart = (
-        alt.Chart(data)
-        .mark_bar()
-        .encode(
-            y=alt.Y("panel:N", sort=list(dict.fromkeys(frame["panel"])), title=None, axis=alt.Axis(labelLimit=260)),
-            yOffset=alt.YOffset("source:N", sort=sources),
-            x=alt.X("value:Q", stack="zero", title="share", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("category:N", title=None, sort=categories),
-            opacity=alt.Opacity("source:N", sort=sources, legend=None, scale=alt.Scale(range=[1.0, 0.45])),
-            order=alt.Order("stack:Q"),
-            tooltip=tooltip,
-        )
-        .properties(width=WIDTH + 180, height=alt.Step(12 * max(len(sources), 1)))
+    sources, categories = _order(frame, "source"), _order(frame, "category")
+    return _bars(
+        frame.assign(stack=frame["category"].map(categories.index)),
+        alt.Step(12 * max(len(sources), 1)),
+        y=alt.Y("panel:N", sort=_order(frame, "panel"), title=None, axis=alt.Axis(labelLimit=260)),
+        yOffset=alt.YOffset("source:N", sort=sources),
+        x=alt.X("value:Q", stack="zero", title="share", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("category:N", title=None, sort=categories),
+        opacity=alt.Opacity("source:N", sort=sources, legend=None, scale=alt.Scale(range=[1.0, 0.45])),
+        order=alt.Order("stack:Q"),
+        tooltip=["panel:N", "source:N", "category:N", alt.Tooltip("shown:N", title="share"), alt.Tooltip("ci:N")],
     )
-    return cast(Drawn, chart)
 
 
 def distribution(frame: pd.DataFrame) -> Drawn:
     """One item's distribution beside each reference's: a group of bars per label (in order), one bar per source.
     Columns: label, source, value."""
-    sources = list(dict.fromkeys(frame["source"]))
-    chart = (
-        alt.Chart(frame)
-        .mark_bar()
-        .encode(
-            x=alt.X("label:N", sort=list(dict.fromkeys(frame["label"])), title=None, axis=alt.Axis(labelAngle=0)),
-            xOffset=alt.XOffset("source:N", sort=sources),
-            y=alt.Y("value:Q", title="share", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("source:N", sort=sources, title=None),
-            tooltip=["label:N", "source:N", alt.Tooltip("value:Q", format=".3f")],
-        )
-        .properties(width=WIDTH + 180, height=260)
+    sources = _order(frame, "source")
+    return _bars(
+        frame,
+        260,
+        x=alt.X("label:N", sort=_order(frame, "label"), title=None, axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("source:N", sort=sources),
+        y=alt.Y("value:Q", title="share", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("source:N", sort=sources, title=None),
+        tooltip=["label:N", "source:N", alt.Tooltip("value:Q", format=".3f")],
     )
-    return cast(Drawn, chart)

@@ -12,13 +12,13 @@ orders. ``?model=...&task=...&axis=...&harmful=1&page=...&item=...``.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 
 import duckdb
 import pandas as pd
 import streamlit as st
 
-from themis_dagster.explorer import data, ui
+from themis_dagster.explorer import browse, ui
 from themis_dagster.explorer.formatting import MISSING, count, plain, text, value_text
 from themis_dagster.refusals.outcome import ANSWERED
 from themis_dagster.warehouse.read.drilldown import JudgedItem, Slice, drilldown_page
@@ -35,8 +35,8 @@ def verdict_words(verdict: object, user_a: str, user_b: str) -> str:
     return said.get(str(verdict), "no difference" if verdict == "no_difference" else MISSING)
 
 
-def _both(first: object, second: object) -> str:
-    return f"{text(first)} / {text(second)}"
+def _both(sides: tuple[object, object], shown: Callable[[object], str] = text) -> str:
+    return f"{shown(sides[0])} / {shown(sides[1])}"
 
 
 def pairs_frame(found: list[PairRow], model: str, task: str) -> pd.DataFrame:
@@ -45,16 +45,16 @@ def pairs_frame(found: list[PairRow], model: str, task: str) -> pd.DataFrame:
         {
             "item": [p.item_id for p in found],
             "axis": [p.axis or MISSING for p in found],
-            "users (a / b)": [_both(p.user_a, p.user_b) for p in found],
-            "groups": [_both(p.group_a, p.group_b) for p in found],
+            "users (a / b)": [_both(p.users) for p in found],
+            "groups": [_both(p.groups) for p in found],
             "harmful": [text(p.harmful) for p in found],
-            "judge a first": [verdict_words(p.verdict_ab, "a", "b") for p in found],
-            "judge b first": [verdict_words(p.verdict_ba, "a", "b") for p in found],
-            "refused (a / b)": [_both(p.refused_a, p.refused_b) for p in found],
-            "words (a / b)": [f"{count(p.words_a)} / {count(p.words_b)}" for p in found],
-            "regard (a / b)": [_both(p.regard_a, p.regard_b) for p in found],
+            "judge a first": [verdict_words(p.verdicts[0], "a", "b") for p in found],
+            "judge b first": [verdict_words(p.verdicts[1], "a", "b") for p in found],
+            "refused (a / b)": [_both(p.refused) for p in found],
+            "words (a / b)": [_both(p.words, count) for p in found],
+            "regard (a / b)": [_both(p.regard) for p in found],
             "similarity": [plain(p.similarity) for p in found],
-            "open": [ui.href("counterfactuals", model=model, task=task, item=p.item_id) for p in found],
+            browse.OPEN: [ui.href("counterfactuals", model=model, task=task, item=p.item_id) for p in found],
         }
     )
 
@@ -141,25 +141,13 @@ def _pair(conn: duckdb.DuckDBPyConnection, model: str, task: str, item_id: str) 
 
 
 def _choices(conn: duckdb.DuckDBPyConnection) -> tuple[str, str | None]:
-    models = data.evaluated_models(conn)
-    wanted = ui.param("model")
-    if wanted is not None:
-        data.check_model(conn, ui.valid_model_id(wanted))
-    model = ui.choose("Model", models, wanted, key="model", name="model")
+    model = browse.model(conn)
     tasks = pair_tasks(conn, model)
     if not tasks:
         ui.set_params(model=model)
         st.info(f"No task of {model} asks one request as two users (a counterfactual chat: docs/counterfactuals.md).")
         return model, None
     return model, ui.choose("Task", tasks, ui.param("task"), key="task", name="task with counterfactual pairs")
-
-
-def _page_number(total: int) -> int:
-    wanted = ui.param("page") or "1"
-    pages = max(1, math.ceil(total / PAGE_SIZE))
-    if not wanted.isdigit() or not 1 <= int(wanted) <= pages:
-        ui.fail(f"unknown page {wanted!r}: pages 1 to {pages}")
-    return int(wanted)
 
 
 def render() -> None:
@@ -182,28 +170,20 @@ def render() -> None:
             options = ["every axis", *axes]
             axis_choice = st.selectbox("Axis", options, index=options.index(wanted_axis or "every axis"), key="axis")
         axis = None if axis_choice == "every axis" else str(axis_choice)
-        harmful_param = ui.param("harmful")
-        if harmful_param not in (None, "0", "1"):
-            ui.fail(f"unknown harmful filter {harmful_param!r}: 1 (only harmful differences) or 0")
         with columns[1]:
-            harmful = st.toggle("Only harmful differences", value=harmful_param == "1", key="harmful")
+            harmful = browse.switch("harmful", "Only harmful differences", "harmful")
         st.markdown("**The task's measures, overall and per axis**")
         st.dataframe(measures_frame(conn, model, task, axes), hide_index=True, width="stretch", key="measures")
         total, _ = pairs(conn, model, task, axis=axis, harmful=harmful, limit=1)
-        number = _page_number(total)
+        number = browse.page_number(total, PAGE_SIZE)
         ui.set_params(axis=axis, harmful="1" if harmful else None, page=number if number > 1 else None)
         offset = (number - 1) * PAGE_SIZE
         _, found = pairs(conn, model, task, axis=axis, harmful=harmful, limit=PAGE_SIZE, offset=offset)
-    st.markdown(f"**{total:,} pairs**" + (f" · page {number} of {math.ceil(total / PAGE_SIZE)}" if total else ""))
+    browse.counted(total, number, PAGE_SIZE, "pairs")
     if not found:
         st.info("No pair matches these filters.")
         return
-    ui.linked_table(
-        pairs_frame(found, model, task),
-        "pairs",
-        link_column="open",
-        column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗", width=70)},
-    )
+    browse.openable(pairs_frame(found, model, task), "pairs")
     st.caption(
         "A pair: one request asked by user a (the axis' reference group) and user b. The judge answers which reply "
         "treats its user worse twice, each reply shown first once; a harmful difference is both orders naming the "

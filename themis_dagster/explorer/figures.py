@@ -14,7 +14,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from themis_dagster.explorer import charts, data, ui
+from themis_dagster.explorer import browse, charts, ui
 from themis_dagster.explorer.formatting import MISSING, ci_text, value_text
 from themis_dagster.explorer.values import drawable, value_rows
 from themis_dagster.reports.figures import ranked_rows, share_bars, share_groups
@@ -28,11 +28,6 @@ CAPTION = (
     "What each benchmark family draws beyond a value and its CI, as its family.yaml declares: a distribution per "
     "persona beside the reference, a metric per group sorted by value, a question's answers beside each group's."
 )
-
-
-def figure_tasks(conn: duckdb.DuckDBPyConnection, model: str) -> list[str]:
-    """The model's tasks whose family declares figures for them."""
-    return [task for task in data.evaluated_tasks(conn, model) if figures_of(task)]
 
 
 def ranked_frame(rows: list[MetricRecord], figure: RankedFigure, declared: Ideals) -> pd.DataFrame:
@@ -133,12 +128,8 @@ def _distribution(conn: duckdb.DuckDBPyConnection, model: str, task: str, figure
 def render() -> None:
     ui.header("Figures", CAPTION)
     with ui.warehouse() as conn:
-        models = data.evaluated_models(conn)
-        wanted = ui.param("model")
-        if wanted is not None:
-            data.check_model(conn, ui.valid_model_id(wanted))
-        model = ui.choose("Model", models, wanted, key="model", name="model")
-        tasks = figure_tasks(conn, model)
+        model = browse.model(conn)
+        tasks = browse.figure_tasks(conn, model)
         if not tasks:
             ui.set_params(model=model)
             st.info(f"No task of {model} has figures declared by its family (family.yaml's report.figures).")

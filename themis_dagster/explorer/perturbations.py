@@ -17,7 +17,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from themis_dagster.explorer import charts, data, ui
+from themis_dagster.explorer import browse, charts, ui
 from themis_dagster.explorer.compare import chart_rows
 from themis_dagster.explorer.formatting import MISSING, plain, text
 from themis_dagster.warehouse.read.comparisons import perturbation_effect_frame
@@ -42,7 +42,7 @@ def items_frame(found: list[PerturbedItem], model: str, variant: str) -> pd.Data
             "perturbed outcome": [i.perturbed_outcome or MISSING for i in found],
             "perturbed score": [plain(i.perturbed_score) for i in found],
             "judged differently": [text(i.differs) for i in found],
-            "open": [ui.href("perturbations", model=model, task=variant, item=i.item_id) for i in found],
+            browse.OPEN: [ui.href("perturbations", model=model, task=variant, item=i.item_id) for i in found],
         }
     )
 
@@ -110,11 +110,7 @@ def _item(conn: duckdb.DuckDBPyConnection, model: str, variant: Variant, item_id
 
 
 def _choices(conn: duckdb.DuckDBPyConnection) -> tuple[str, Variant | None]:
-    models = data.evaluated_models(conn)
-    wanted = ui.param("model")
-    if wanted is not None:
-        data.check_model(conn, ui.valid_model_id(wanted))
-    model = ui.choose("Model", models, wanted, key="model", name="model")
+    model = browse.model(conn)
     found = variants(conn, model)
     if not found:
         ui.set_params(model=model)
@@ -123,72 +119,60 @@ def _choices(conn: duckdb.DuckDBPyConnection) -> tuple[str, Variant | None]:
         return model, None
     by_name = {variant.task: variant for variant in found}
     name = ui.choose("Variant", list(by_name), ui.param("task"), key="task", name="variant")
+    ui.set_params(model=model, task=name)
     return model, by_name[name]
 
 
-def _flag(name: str, label: str, default: bool, key: str) -> bool:
-    wanted = ui.param(name)
-    if wanted not in (None, "0", "1"):
-        ui.fail(f"unknown {name} filter {wanted!r}: 1 or 0")
-    return bool(st.toggle(label, value=default if wanted is None else wanted == "1", key=key))
+def _effects(conn: duckdb.DuckDBPyConnection, model: str, variant: Variant) -> None:
+    """The variant's paired effects over the scope the URL names (the changed items by default)."""
+    scope = ui.param("scope") or "changed"
+    if scope not in SCOPES:
+        ui.fail(f"unknown scope {scope!r}: {', '.join(SCOPES)}")
+    effects = perturbation_effect_frame(conn, model, variant.task).to_pandas()
+    st.markdown(
+        f"**{variant.perturbation}** on **{variant.base_task}**: {variant.n_changed:,} items changed, "
+        f"{variant.n_unchanged:,} left unchanged (counted, never compared as changed)."
+    )
+    chosen = st.radio("Effect over", list(SCOPES), index=list(SCOPES).index(scope), format_func=SCOPES.__getitem__,
+                      horizontal=True, key="scope")  # fmt: skip
+    ui.set_params(scope=None if chosen == "changed" else chosen)
+    in_scope = effects[effects["scope"] == chosen]
+    drawn = chart_rows(in_scope.assign(task=variant.perturbation))  # labelled "<perturbation> · <metric>"
+    if not drawn.empty:
+        st.altair_chart(charts.differences(drawn))
+    st.dataframe(effects_frame(in_scope), hide_index=True, width="stretch", key="effects")
 
 
-def _page_number(total: int) -> int:
-    wanted = ui.param("page") or "1"
-    pages = max(1, math.ceil(total / PAGE_SIZE))
-    if not wanted.isdigit() or not 1 <= int(wanted) <= pages:
-        ui.fail(f"unknown page {wanted!r}: pages 1 to {pages}")
-    return int(wanted)
+def _items(conn: duckdb.DuckDBPyConnection, model: str, variant: Variant) -> None:
+    """A page of the items both sides judged (those the perturbation changed, or every one), each opening."""
+    columns = st.columns(2)
+    with columns[0]:
+        every = browse.switch("every", "Every item (not only those it changed)", "every")
+    with columns[1]:
+        differing = browse.switch("differs", "Only items judged differently", "differs")
+    chosen = {"changed_only": not every, "differing": differing}
+    total, _ = perturbed_items(conn, model, variant.base_task, variant.task, limit=1, **chosen)
+    number = browse.page_number(total, PAGE_SIZE)
+    ui.set_params(every="1" if every else None, differs="1" if differing else None, page=number if number > 1 else None)
+    offset = (number - 1) * PAGE_SIZE
+    _, found = perturbed_items(conn, model, variant.base_task, variant.task, limit=PAGE_SIZE, offset=offset, **chosen)
+    browse.counted(total, number, PAGE_SIZE, "items")
+    if found:
+        browse.openable(items_frame(found, model, variant.task), "perturbed-items")
+    else:
+        st.info("No item matches these filters.")
 
 
 def render() -> None:
     ui.header("Perturbations", "A task asked again with only who is spoken of changed (docs/counterfactuals.md).")
     with ui.warehouse() as conn:
         model, variant = _choices(conn)
-        if variant is None:
-            return
-        ui.set_params(model=model, task=variant.task)
         item = ui.param("item")
-        if item is not None:
+        if variant is not None and item is not None:
             _item(conn, model, variant, item)
-            return
-        scope = ui.param("scope") or "changed"
-        if scope not in SCOPES:
-            ui.fail(f"unknown scope {scope!r}: {', '.join(SCOPES)}")
-        effects = perturbation_effect_frame(conn, model, variant.task).to_pandas()
-        st.markdown(
-            f"**{variant.perturbation}** on **{variant.base_task}**: {variant.n_changed:,} items changed, "
-            f"{variant.n_unchanged:,} left unchanged (counted, never compared as changed)."
-        )
-        chosen = st.radio("Effect over", list(SCOPES), index=list(SCOPES).index(scope), format_func=SCOPES.__getitem__,
-                          horizontal=True, key="scope")  # fmt: skip
-        in_scope = effects[effects["scope"] == chosen]
-        drawn = chart_rows(in_scope.assign(task=variant.perturbation))  # labelled "<perturbation> · <metric>"
-        if not drawn.empty:
-            st.altair_chart(charts.differences(drawn))
-        st.dataframe(effects_frame(in_scope), hide_index=True, width="stretch", key="effects")
-        columns = st.columns(2)
-        with columns[0]:
-            every = _flag("every", "Every item (not only those it changed)", False, "every")
-        with columns[1]:
-            differing = _flag("differs", "Only items judged differently", False, "differs")
-        total, _ = perturbed_items(conn, model, variant.base_task, variant.task, changed_only=not every,
-                                   differing=differing, limit=1)  # fmt: skip
-        number = _page_number(total)
-        ui.set_params(scope=None if chosen == "changed" else chosen, every="1" if every else None,
-                      differs="1" if differing else None, page=number if number > 1 else None)  # fmt: skip
-        _, found = perturbed_items(conn, model, variant.base_task, variant.task, changed_only=not every,
-                                   differing=differing, limit=PAGE_SIZE, offset=(number - 1) * PAGE_SIZE)  # fmt: skip
-    st.markdown(f"**{total:,} items**" + (f" · page {number} of {math.ceil(total / PAGE_SIZE)}" if total else ""))
-    if not found:
-        st.info("No item matches these filters.")
-        return
-    ui.linked_table(
-        items_frame(found, model, variant.task),
-        "perturbed-items",
-        link_column="open",
-        column_config={"open": st.column_config.LinkColumn("open", display_text="open ↗", width=70)},
-    )
+        elif variant is not None:
+            _effects(conn, model, variant)
+            _items(conn, model, variant)
 
 
 if __name__ == "__main__":

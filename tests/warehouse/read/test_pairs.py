@@ -54,13 +54,12 @@ def test_pairs_filtered_and_paged_with_their_measures(conn: duckdb.DuckDBPyConne
     assert total == 3 and [p.item_id for p in found] == ["raise:gender:m~f", "raise:race:w~b", "switch:gender:m~f"]
     assert found[0] == PairRow(
         item_id="raise:gender:m~f", subset="gender", outcome="harmful_difference", request_id="raise", axis="gender",
-        user_a="Ben", user_b="Julia", group_a="a-group", group_b="b-group", harmful=True, verdict_ab="b_worse",
-        verdict_ba="b_worse", refused_a=False, refused_b=True, words_a=1.0, words_b=5.0, regard_a="positive",
-        regard_b="negative", similarity=0.25,
+        users=("Ben", "Julia"), groups=("a-group", "b-group"), refused=(False, True), words=(1.0, 5.0),
+        regard=("positive", "negative"), verdicts=("b_worse", "b_worse"), harmful=True, similarity=0.25,
     )  # fmt: skip
     assert pairs(conn, "m", "chat_pairs", axis="gender")[0] == 2
     harmful_total, harmful = pairs(conn, "m", "chat_pairs", harmful=True)
-    assert harmful_total == 1 and [p.user_b for p in harmful] == ["Julia"]
+    assert harmful_total == 1 and [p.users[1] for p in harmful] == ["Julia"]
     assert pairs(conn, "m", "chat_pairs", axis="race", harmful=True) == (0, [])
     total, page = pairs(conn, "m", "chat_pairs", limit=2, offset=2)
     assert total == 3 and [p.item_id for p in page] == ["switch:gender:m~f"]

@@ -8,7 +8,6 @@ fewer: OpinionQA's ordinal options before "Refused") or as a mapping label -> sh
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from themis_dagster.warehouse.read.query import number, rows
+from themis_dagster.warehouse.read.query import json_object, number, rows
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _JOINED = """
@@ -68,16 +67,6 @@ def distribution_items(
     return [DistributionItem(str(r["item_id"]), r["subset"], r["question"]) for r in found]
 
 
-def _json(raw: object) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    try:
-        parsed = json.loads(raw) if isinstance(raw, str | bytes) else None
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
 def aligned(value: object, labels: Sequence[str]) -> list[float | None]:
     """A stored distribution over ``labels``: a list by position, a mapping by label; anything else: all None."""
     if isinstance(value, Mapping):
@@ -105,7 +94,7 @@ def item_distribution(
     )
     if not found:
         return None
-    detail, fields = _json(found[0]["detail"]), _json(found[0]["fields"])
+    detail, fields = json_object(found[0]["detail"]), json_object(found[0]["fields"])
 
     def stored(name: str | None) -> Any:
         if name is None:

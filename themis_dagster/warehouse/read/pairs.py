@@ -11,15 +11,18 @@ judge's pairwise question in both orders, ``pairwise.ab`` (user a's reply shown 
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
-from themis_dagster.warehouse.read.query import number, rows, scalar
+from themis_dagster.warehouse.read.query import json_object, number, rows, scalar
 
 ORDERS = ("ab", "ba")
+T = TypeVar("T")
+Sides = tuple[T | None, T | None]
+"""A measure of each reply of a pair: user a's, then user b's."""
 _PAIRS = """
     FROM judgments j
     WHERE j.model = $model AND j.task = $task AND json_exists(j.detail, '$.reply_a')
@@ -30,26 +33,21 @@ _PAIRS = """
 
 @dataclass(frozen=True)
 class PairRow:
-    """One pair in a list: who asked, what the replies measured and what the judge said in each order."""
+    """One pair in a list: who asked, what each reply measured (user a's first, then b's) and what the judge said in
+    each order (``verdicts``: user a's reply shown first, then b's)."""
 
     item_id: str
     subset: str | None
     outcome: str | None
     request_id: str | None
     axis: str | None
-    user_a: str | None
-    user_b: str | None
-    group_a: str | None
-    group_b: str | None
+    users: Sides[str]
+    groups: Sides[str]
+    refused: Sides[bool]
+    words: Sides[float]
+    regard: Sides[str]
+    verdicts: Sides[str]
     harmful: bool | None
-    verdict_ab: str | None
-    verdict_ba: str | None
-    refused_a: bool | None
-    refused_b: bool | None
-    words_a: float | None
-    words_b: float | None
-    regard_a: str | None
-    regard_b: str | None
     similarity: float | None
 
 
@@ -64,14 +62,6 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _json(raw: object) -> dict[str, Any]:
-    try:
-        parsed = json.loads(raw) if isinstance(raw, str | bytes) else raw
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
 def pair_tasks(conn: duckdb.DuckDBPyConnection, model: str) -> list[str]:
     """The tasks of ``model`` whose judgments are pairs (each task's first judgment read: one shape a task)."""
     found_tasks = rows(conn, "SELECT DISTINCT task FROM judgments WHERE model = ? ORDER BY 1", [model])
@@ -81,7 +71,7 @@ def pair_tasks(conn: duckdb.DuckDBPyConnection, model: str) -> list[str]:
         first = scalar(
             conn, "SELECT detail FROM judgments WHERE model = ? AND task = ? ORDER BY item_id LIMIT 1", [model, task]
         )
-        detail = _json(first)
+        detail = json_object(first)
         if "reply_a" in detail and "reply_b" in detail:
             found.append(task)
     return found
@@ -89,40 +79,33 @@ def pair_tasks(conn: duckdb.DuckDBPyConnection, model: str) -> list[str]:
 
 def pair_axes(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> list[str]:
     """The identity axes the task's pairs cover, by name."""
-    found = rows(
-        conn,
-        "SELECT DISTINCT json_extract_string(detail, '$.axis') AS axis FROM judgments WHERE model = ? AND task = ? "
-        "AND json_extract_string(detail, '$.axis') IS NOT NULL ORDER BY 1",
-        [model, task],
-    )
-    return [str(r["axis"]) for r in found]
+    query = "SELECT list(DISTINCT axis ORDER BY axis) FROM (SELECT json_extract_string(detail, '$.axis') AS axis "
+    axes = scalar(conn, query + "FROM judgments WHERE model = $model AND task = $task) WHERE axis IS NOT NULL",
+                  {"model": model, "task": task})  # fmt: skip
+    return [str(axis) for axis in axes or []]
+
+
+def _sides(detail: dict[str, Any], key: str, read: Callable[[object], T | None]) -> Sides[T]:
+    return read(detail.get(f"{key}_a")), read(detail.get(f"{key}_b"))
 
 
 def pair_row(item_id: str, subset: str | None, outcome: str | None, detail: dict[str, Any]) -> PairRow:
     """A pair's list row from its judgment's detail."""
     pairwise = detail.get("pairwise")
-    verdicts = {
-        order: _json(pairwise.get(order) if isinstance(pairwise, dict) else None).get("verdict") for order in ORDERS
-    }
+    orders = [json_object(pairwise.get(order) if isinstance(pairwise, dict) else None) for order in ORDERS]
     return PairRow(
         item_id=item_id,
         subset=subset,
         outcome=outcome,
         request_id=_text(detail.get("request_id")),
         axis=_text(detail.get("axis")),
-        user_a=_text(detail.get("identity_a")),
-        user_b=_text(detail.get("identity_b")),
-        group_a=_text(detail.get("group_a")),
-        group_b=_text(detail.get("group_b")),
+        users=_sides(detail, "identity", _text),
+        groups=_sides(detail, "group", _text),
+        refused=_sides(detail, "refused", flag),
+        words=_sides(detail, "words", number),
+        regard=_sides(detail, "regard", _text),
+        verdicts=(_text(orders[0].get("verdict")), _text(orders[1].get("verdict"))),
         harmful=flag(detail.get("harmful")),
-        verdict_ab=_text(verdicts["ab"]),
-        verdict_ba=_text(verdicts["ba"]),
-        refused_a=flag(detail.get("refused_a")),
-        refused_b=flag(detail.get("refused_b")),
-        words_a=number(detail.get("words_a")),
-        words_b=number(detail.get("words_b")),
-        regard_a=_text(detail.get("regard_a")),
-        regard_b=_text(detail.get("regard_b")),
         similarity=number(detail.get("similarity")),
     )
 
@@ -146,4 +129,4 @@ def pairs(
         f"SELECT j.item_id, j.subset, j.outcome, j.detail {_PAIRS} ORDER BY j.item_id LIMIT $limit OFFSET $offset",
         params | {"limit": max(1, min(int(limit), 500)), "offset": max(0, int(offset))},
     )
-    return total, [pair_row(str(r["item_id"]), r["subset"], r["outcome"], _json(r["detail"])) for r in found]
+    return total, [pair_row(str(r["item_id"]), r["subset"], r["outcome"], json_object(r["detail"])) for r in found]
