@@ -18,6 +18,7 @@ Drawn: TypeAlias = alt.Chart | alt.LayerChart | alt.FacetChart
 TONES = {"bad": "#c0392b", "good": "#2e7d32", "unsure": "#b7791f", "none": "#777777"}
 WIDTH = 420
 ROW = 22  # pixels per row of a dot-and-CI chart
+ROW_PX, AXIS_PX = 28, 60  # a labelled row, and an x axis with its title (with_rows)
 
 
 def _tone_scale() -> alt.Scale:
@@ -143,6 +144,12 @@ def trend(frame: pd.DataFrame, ideal: float | None, x_title: str = "checkpoint s
             .encode(y="ideal:Q")
         )
     return alt.layer(*layers).properties(width=WIDTH + 180, height=220)
+
+
+def with_rows(chart: Drawn, rows: int) -> Drawn:
+    """``chart`` tall enough for each of its ``rows`` to show its label, with its x axis below them (Streamlit fits
+    a whole chart, axis and title included, into its height: a few rows would be squashed)."""
+    return chart.properties(height=ROW_PX * rows + AXIS_PX)
 
 
 def _bars(frame: pd.DataFrame, height: alt.Step | int, **channels: object) -> Drawn:

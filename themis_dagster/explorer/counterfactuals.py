@@ -174,6 +174,7 @@ def render() -> None:
             harmful = browse.switch("harmful", "Only harmful differences", "harmful")
         st.markdown("**The task's measures, overall and per axis**")
         st.dataframe(measures_frame(conn, model, task, axes), hide_index=True, width="stretch", key="measures")
+        st.caption("A value a judge model counted has its judge's calibration beside it on the Model page.")
         total, _ = pairs(conn, model, task, axis=axis, harmful=harmful, limit=1)
         number = browse.page_number(total, PAGE_SIZE)
         ui.set_params(axis=axis, harmful="1" if harmful else None, page=number if number > 1 else None)

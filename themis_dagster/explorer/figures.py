@@ -55,7 +55,9 @@ def _ranked(rows: list[MetricRecord], figure: RankedFigure, task: str, declared:
     if frame.empty:
         st.info(f"No value of {figure.metric} on {task} matches this figure's subsets.")
         return
-    st.altair_chart(charts.forest(frame, declared.ideal(task, figure.metric), figure.metric))
+    st.altair_chart(
+        charts.with_rows(charts.forest(frame, declared.ideal(task, figure.metric), figure.metric), len(frame))
+    )
     plural = "s" if len(frame) != 1 else ""
     st.caption(
         f"{len(frame):,} subset{plural} of {figure.metric}, largest first; dot: the value (red: its CI excludes the "

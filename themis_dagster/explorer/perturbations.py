@@ -139,7 +139,8 @@ def _effects(conn: duckdb.DuckDBPyConnection, model: str, variant: Variant) -> N
     in_scope = effects[effects["scope"] == chosen]
     drawn = chart_rows(in_scope.assign(task=variant.perturbation))  # labelled "<perturbation> · <metric>"
     if not drawn.empty:
-        st.altair_chart(charts.differences(drawn))
+        st.altair_chart(charts.with_rows(charts.differences(drawn), len(drawn)))
+        st.caption("Each headline metric's difference, perturbed minus original, with its paired 95% CI.")
     st.dataframe(effects_frame(in_scope), hide_index=True, width="stretch", key="effects")
 
 
