@@ -1,15 +1,3 @@
-"""The in-process OpenAI-style server as a fixture (``openai_fake.py``), for every engine test that talks to one."""
+"""The in-process OpenAI-style server as the ``fake`` fixture (``openai_fake.py``), for every engine test here."""
 
-from __future__ import annotations
-
-from collections.abc import Iterator
-
-import pytest
-
-from tests.engines.openai_fake import FakeServer, running_fake_server
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeServer]:
-    with running_fake_server() as state:
-        yield state
+from tests.engines.openai_fake import fake  # noqa: F401 - the fixture

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
+
 from themis_dagster.engines.openai.config import OpenAIEngineConfig
 from themis_dagster.engines.openai.engine import OpenAICompatibleEngine
 from themis_dagster.exchange import ChatMessage, GenerationParams, Request
@@ -182,6 +184,13 @@ def running_fake_server() -> Iterator[FakeServer]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeServer]:
+    """The server for one test (engine tests get it from their conftest; others import it)."""
+    with running_fake_server() as state:
+        yield state
 
 
 class Sleeps(list[float]):
