@@ -6,18 +6,24 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from themis_dagster.explorer import APP
+from themis_dagster.explorer.ui import PAGES
 
 TIMEOUT = 90
+OPENS_ON = PAGES["leaderboard"][0]  # the page the app opens on (app.py)
 
 
 def app(script: str | None = None, /, **params: str) -> AppTest:
-    """The app run once, then switched to ``script`` with the URL's query ``params``."""
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
-    if script is not None:
-        at.switch_page(script)
+    """The app opened on ``script`` with the URL's query ``params``, as a browser opens a link: the page the app
+    opens on reads them on its first run (run twice, its widgets would keep the first run's values); any other
+    page is switched to after that first run."""
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    if script in (None, OPENS_ON):
         at.query_params.update(params)
-        at.run()
-    return at
+        return at.run()
+    at.run()
+    at.switch_page(script)
+    at.query_params.update(params)
+    return at.run()
 
 
 def problems(at: AppTest) -> list[str]:
