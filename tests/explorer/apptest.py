@@ -32,8 +32,8 @@ def problems(at: AppTest) -> list[str]:
 
 
 def frame(at: AppTest, *columns: str) -> pd.DataFrame:
-    """The first table on the page with these columns."""
-    for element in at.dataframe:
+    """The first table on the page (interactive or static) with these columns."""
+    for element in [*at.dataframe, *at.table]:
         if set(columns) <= set(element.value.columns):
             return element.value
     raise AssertionError(f"no table with columns {columns}")
@@ -43,5 +43,5 @@ def texts(at: AppTest) -> str:
     """Every text the page shows (markdown, captions, code, infos, dataframes...), joined."""
     parts = [str(e.value) for kind in ("markdown", "caption", "code", "info", "warning", "error", "text", "title",
                                        "header", "subheader", "json") for e in at.get(kind)]  # fmt: skip
-    parts += [e.value.to_string() for e in at.dataframe]
+    parts += [e.value.to_string() for e in [*at.dataframe, *at.table]]
     return "\n".join(parts)

@@ -68,12 +68,7 @@ def render_item(
         if context is not None:
             st.text("context (shared by every option):")
             st.code(context or "(empty: each option scored after the prefix token)", language=None, wrap_lines=True)
-        st.dataframe(
-            table,
-            hide_index=True,
-            key=f"options-{item.item_id}",
-            column_config={"answer": st.column_config.TextColumn("answer", width="large")},
-        )
+        st.table(table, hide_index=True)  # a few rows: plain text a reader (and a browser test) can select
         st.caption(
             "chosen: the model's answer · correct: the benchmark's label · stereotyped: the answer the metric "
             "counts as the stereotype (where the task records one)"
