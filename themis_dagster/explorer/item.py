@@ -73,6 +73,9 @@ def render_item(
             "chosen: the model's answer · correct: the benchmark's label · stereotyped: the answer the metric "
             "counts as the stereotype (where the task records one)"
         )
+        scored = [r for r in item.requests if r.request_type == "loglikelihood"]
+        if scored:  # the playground scores the item's options again beside the stored logprobs
+            _ask_again(scored[0], model, task)
     for request in item.requests:
         _request(request, model, task, scored_above=table is not None and request.request_type == "loglikelihood")
     for exchange in judge_exchanges(item):
@@ -122,6 +125,11 @@ def _request(request: SentRequest, model: str, task: str, *, scored_above: bool)
                 st.code(request.reasoning, language=None, wrap_lines=True)
     if request.error:
         st.error(f"engine error: {request.error}")
+    _ask_again(request, model, task)
+
+
+def _ask_again(request: SentRequest, model: str, task: str) -> None:
+    """The link that opens the request in the playground, to send it again beside its stored answer."""
     ui.page_link(
         "playground",
         "Ask again in the playground",
