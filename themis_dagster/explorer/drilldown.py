@@ -270,7 +270,7 @@ def render() -> None:
                 width="stretch",
                 key="judgments",
                 on_select="rerun",
-                selection_mode="single-row",
+                selection_mode="single-cell",
                 column_config={"reply": st.column_config.TextColumn("reply", width="large")},
             )
         if item is not None:
@@ -279,10 +279,10 @@ def render() -> None:
 
 
 def _item(conn: Any, model: str, task: str, items: list[Any]) -> Any:
-    """The item to open: the clicked row, else the one the URL names (``item``), else none."""
-    rows = getattr(getattr(st.session_state.get("judgments"), "selection", None), "rows", None) or []
-    if rows and 0 <= int(rows[0]) < len(items):
-        return items[int(rows[0])]
+    """The item to open: the clicked row (any of its cells), else the one the URL names (``item``), else none."""
+    cells = getattr(getattr(st.session_state.get("judgments"), "selection", None), "cells", None) or []
+    if cells and 0 <= int(cells[0][0]) < len(items):
+        return items[int(cells[0][0])]
     wanted = ui.param("item")
     if wanted is None:
         return None
