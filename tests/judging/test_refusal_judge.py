@@ -259,7 +259,8 @@ def test_themis_leaderboard_prints_a_ranked_judged_value_beside_its_corrected_on
         )
     out = io.StringIO()
     print_leaderboard(warehouse, out)
-    lines = {line.split()[1]: line.split() for line in out.getvalue().splitlines()[1:]}
-    assert "corrected" in out.getvalue().splitlines()[0]
+    table, judged = out.getvalue().split("\n\n", 1)  # the ranked table, then the judged values with their verdict
+    lines = {line.split()[1]: line.split() for line in table.splitlines()[1:]}
+    assert "corrected" in table.splitlines()[0] and "judge passed calibration" in judged
     assert lines["refused_rate"][9:13] == ["j", "0.7143", "0.5", "0.9"]
     assert lines["accuracy"][9] in ("None", "NaN")  # not judged: no judge, no correction

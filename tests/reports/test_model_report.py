@@ -183,7 +183,7 @@ def test_a_full_warehouse_report_is_one_file_under_a_megabyte(tmp_path: Path) ->
     images = _images(full.html)
     assert images and all(image.startswith("iVBORw0KGgo") for image in images)
     assert f'href="http://127.0.0.1:8501/model?model={FULL_MODEL}"' in full.html
-    assert "The figures draw the 12 metrics farthest from their ideal" in full.html
+    assert "The figures draw the 10 metrics farthest from their ideal" in full.html
     assert "holistic_bias-group-299" in full.html  # the tables keep every subset
 
 

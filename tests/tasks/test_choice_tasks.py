@@ -7,6 +7,12 @@ requests (every field, and each request's cache fingerprint), the judgments (eve
 warehouse stores ``detail``) and the metric values (to 12 significant digits, so a platform's
 last bit of a bootstrap does not count). They were recorded before the tasks were declared on
 the shared kind: a change to any prompt byte, request id, judgment or metric fails here.
+
+What was added since is left out before the recorded digests are compared, and pinned apart
+(``PROTOCOL``): the two readings every judgment of a task with an official reader keeps (``detail``'s
+``reading`` and ``readings``), KoBBQ's out-of-choice ratio per label annotation, and the protocols of
+the benchmarks' own code (KoBBQ's three rotations, the official readings), which the recorded runs
+ask as before through their parameters (``rotations: 1``, ``reading: themis``).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from themis_dagster.engines.fake import FakeEngine
 from themis_dagster.engines.fingerprint import request_fingerprint
 from themis_dagster.exchange import GenerationParams
 from themis_dagster.kinds.choices import ChoiceBenchmark, LikeliestChoice, graded
-from themis_dagster.kinds.lettered import LetteredChoice
+from themis_dagster.kinds.lettered import LetteredChoice, ReadingParams
 from themis_dagster.tasks.bbq.parser import ParsedAnswer
 from themis_dagster.tasks.loader import load_task
 from themis_dagster.tasks.spec import Item, MetricValue, Response, TaskParams
@@ -34,6 +40,7 @@ REPLIES = [
     "La respuesta es B", "Het antwoord is C", "Cevap: A", "", "???", "the designer", "not enough information",
     "B) The woman", "unknown", "Resposta: C", "A and B", "No lo sé",
 ]  # fmt: skip
+ONCE = {"rotations": 1, "reading": "themis"}  # KoBBQ asked once in the file's order, read the project's way
 # task -> (params, digests of requests, judgments, metric values)
 GOLDEN: dict[str, tuple[dict[str, Any], str, str, str]] = {
     "bbq": ({"limit": 12}, "6379a9184d1cc4a5", "07aa245abb412d70", "61a895f1ade08c80"),
@@ -43,15 +50,29 @@ GOLDEN: dict[str, tuple[dict[str, Any], str, str, str]] = {
     "cabbq": ({"limit": 6}, "736cf5f0913b3659", "4c179ef20bc79ba9", "2dd9b44bd5a1b1e7"),
     "cabbq_generate": ({"limit": 6}, "f49ab128f4e146e8", "5563a37ba09e72b0", "8b1b172fdb40900b"),
     "mbbq": ({"limit": 3}, "f802c149fa146f00", "cf0afee2b7fd3870", "389dcec8c77d670d"),
-    "mbbq_generate": ({"limit": 3}, "e30561a4602f510a", "5f6c119cd59a45ad", "1891a1d241b4e923"),
+    "mbbq_generate": ({"limit": 3, "reading": "themis"}, "e30561a4602f510a", "5f6c119cd59a45ad", "1891a1d241b4e923"),
     "kobbq": ({"limit": 5}, "43e28527b25b37ea", "f2908711ef92bf3f", "d13caea0a2964089"),
-    "kobbq_generate": ({"limit": 5}, "d61106eb55a639ac", "10425d0a954a08c1", "5041b256a34e3b12"),
+    "kobbq_generate": ({"limit": 5, **ONCE}, "d61106eb55a639ac", "10425d0a954a08c1", "5041b256a34e3b12"),
     "cbbq": ({"limit": 5}, "bbac1ed18df05859", "458d88cc9c63a3f7", "eeb830901ff5b920"),
     "cbbq_generate": ({"limit": 5}, "24f67ff935ab31bf", "6e43a60676d1e3e3", "dc062b7923fb1695"),
     "winobias": ({"limit": 15}, "5844d2e38dd36517", "2a6ba98cfca5b100", "8d630ee61403c763"),
     "winobias_chat": ({"limit": 15}, "7aa56c6365ebd04b", "2be899adb0ec0796", "37eb51f9abec6fc8"),
     "winogender": ({}, "df27416122792541", "16ff897c6568126b", "61ad0f20177d8006"),
 }
+# task -> (params, digests) of what the tasks ask today, beyond the recorded runs: the benchmarks' protocols
+PROTOCOL: dict[str, tuple[dict[str, Any], str, str, str]] = {
+    "kobbq_generate": ({"limit": 5}, "0117b8c62b55f379", "a4ad910b4e395fc1", "e8745d357d8222af"),
+    "mbbq_generate": ({"limit": 3}, "e30561a4602f510a", "edb59f8d61ab31bf", "dedd0b7ce4f3756b"),
+    "cbbq_generate": ({"limit": 5, "reading": "official"}, "24f67ff935ab31bf", "964f5b262661e8bc", "16210f80490f3b39"),
+}
+ADDED_DETAIL = ("reading", "readings")  # kinds/lettered.py: the readings of a task with an official reader
+
+
+def as_recorded(judgments: list[Any], metrics: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The judgments and metric values without what was added since the digests were recorded."""
+    kept = [j | {"detail": {k: v for k, v in j["detail"].items() if k not in ADDED_DETAIL}} for j in judgments]
+    added = [m for m in metrics if m["metric"] == "ooc_ratio" and str(m["subset"]).startswith("label_annotation:")]
+    return kept, [m for m in metrics if m not in added]
 
 
 def _unit(text: str) -> int:
@@ -109,6 +130,23 @@ def run(name: str, overrides: dict[str, Any]) -> tuple[list[Any], list[Any], lis
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_requests_judgments_and_metrics_are_those_recorded(name: str) -> None:
     overrides, requests_digest, judgments_digest, metrics_digest = GOLDEN[name]
+    requests, judgments, metrics = run(name, overrides)
+    official = name in PROTOCOL
+    read = [j["detail"].get("parse_rule") is not None for j in judgments]  # a reply was read
+    assert [("readings" in j["detail"]) for j in judgments] == [official and was_read for was_read in read]
+    judgments, metrics = as_recorded(judgments, metrics)
+    assert (digest(requests), digest(judgments), digest(rounded(metrics))) == (
+        requests_digest,
+        judgments_digest,
+        metrics_digest,
+    )
+
+
+@requires_mirror
+@pytest.mark.parametrize("name", sorted(PROTOCOL))
+def test_the_benchmarks_protocols_are_those_recorded(name: str) -> None:
+    """The chat tasks as their benchmarks' code asks and reads them (both readings kept in every judgment)."""
+    overrides, requests_digest, judgments_digest, metrics_digest = PROTOCOL[name]
     requests, judgments, metrics = run(name, overrides)
     assert (digest(requests), digest(judgments), digest(rounded(metrics))) == (
         requests_digest,
@@ -201,3 +239,35 @@ def test_lettered_choice_reads_replies_and_counts_the_unread() -> None:
         LetteredChoice(toy_benchmark(), ToyParams, "options", read=read, letters="AB").build_requests(
             items, params, TOY_TEMPLATES
         )
+
+
+def test_lettered_choice_keeps_both_readings_and_scores_by_the_declared_one() -> None:
+    """An official reader beside ``read``: each judgment of a reply keeps both letters; ``reading`` picks the one
+    its outcome follows. A reading's parameter is required of such a task."""
+
+    def letter(response: Response, choices: list[str], item: Item, params: Any) -> ParsedAnswer:
+        chosen = {"A": 0, "B": 1, "C": 2}.get((response.text or "")[:1])
+        return ParsedAnswer(chosen, "ok" if chosen is not None else "none", "first_letter")
+
+    def last(response: Response, choices: list[str], item: Item, params: Any) -> ParsedAnswer:
+        chosen = {"A": 0, "B": 1, "C": 2}.get((response.text or "")[-1:])
+        return ParsedAnswer(chosen, "ok" if chosen is not None else "none", "last_letter")
+
+    class ReadParams(ToyParams, ReadingParams):
+        pass
+
+    task = LetteredChoice(toy_benchmark(), ReadParams, "options", read=letter, official=last)
+    items = toy_items()
+    requests = task.build_requests(items, ReadParams(template="chat"), TOY_TEMPLATES)
+    responses = [requests[0].generated("B or C", "", 1, 1, "stop"), requests[1].generated("B", "", 1, 1, "stop")]
+    official = task.judge(items, requests, responses, ReadParams(template="chat"))
+    themis = task.judge(items, requests, responses, ReadParams(template="chat", reading="themis"))
+    assert [(j.outcome, j.detail.get("readings")) for j in official] == [
+        ("wrong", {"official": "C", "themis": "B"}), ("correct", {"official": "B", "themis": "B"}),
+        ("missing_response", None),
+    ]  # fmt: skip
+    assert [j.outcome for j in themis] == ["correct", "correct", "missing_response"]
+    assert (official[0].detail["reading"], themis[0].detail["reading"]) == ("official", "themis")
+    assert official[0].detail["parse_rule"] == "last_letter" and themis[0].detail["parse_rule"] == "first_letter"
+    with pytest.raises(TypeError, match="reading"):
+        LetteredChoice(toy_benchmark(), ToyParams, "options", read=letter, official=last)

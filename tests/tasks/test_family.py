@@ -28,8 +28,9 @@ from themis_dagster.tasks.family import (
     settings_metrics,
     sizes,
 )
-from themis_dagster.tasks.loader import load_overrides, load_task, task_files, task_names
+from themis_dagster.tasks.loader import VARIANT_DECLARATION, load_overrides, load_task, task_files, task_names
 from themis_dagster.tasks.profile import write_profile
+from themis_dagster.tasks.variants import declared_variants, without_perturbations
 from themis_dagster.warehouse.tables import TABLES, family_tables
 
 FAMILIES_FOUND = load_families()
@@ -42,6 +43,8 @@ def test_every_task_is_in_one_family_and_every_family_declares_itself() -> None:
         assert family.spec.family == name == family.folder.name
         assert all(task_files()[task].parent == family.folder for task in family.tasks)
     assert all(family_of(task) is not None for task in task_names()) and family_of("genderbench") is None
+    assert family_of("winogender__gender_swap") == FAMILIES_FOUND["winogender"]  # a variant is its task's
+    assert benchmark_family("bbq_generate__gender_swap") == "BBQ"
 
 
 def test_every_family_shows_under_its_own_display_group_in_order() -> None:
@@ -68,9 +71,19 @@ def test_each_kind_of_size_is_valid_parameters_of_its_task(kind: SizeKind) -> No
 
 
 def test_make_runs_profile_is_written_from_the_families(tmp_path: Path) -> None:
-    """An ordinary overrides file (THEMIS_TASK_OVERRIDES) holding every family's run sizes, as declared."""
+    """An ordinary overrides file (THEMIS_TASK_OVERRIDES) holding every family's run sizes, as declared; the
+    perturbations declared there are make run's variants, each with its task's parameters."""
     path = write_profile(tmp_path / "run_profiles" / "default.yaml")
-    assert load_overrides(path) == sizes("run")
+    assert yaml.safe_load(path.read_text()) == sizes("run")
+    overrides = load_overrides(path)
+    assert {task: overrides[task] for task in sizes("run")} == {
+        task: without_perturbations(values) for task, values in sizes("run").items()
+    }
+    variants = declared_variants(path, task_names())
+    assert sorted(variants) == sorted(set(overrides) - set(sizes("run")))
+    assert {"bbq_generate__gender_swap", "winogender__gender_swap", "discrim_eval__race_white_black"} <= set(variants)
+    for variant, (task, declaration) in variants.items():
+        assert overrides[variant] == {**overrides[task], VARIANT_DECLARATION: declaration}
     assert yaml.safe_load(path.read_text())["bold"] == {"limit": 3, "judge_model": "smollm2-135m-instruct"}
     assert set(sizes("run")) == set(task_names())  # make run sizes every task today
 
@@ -129,6 +142,8 @@ def _family(root: Path, declaration: str | None, tasks: tuple[str, ...] = ("newf
         ("family: newfam\ngroup: New\norder: 5\ntables: {t: {columns: [{name: a, type: TEXTS}]}}\n", "tables.t.col"),
         ("family: other\ngroup: New\norder: 5\n", "family: 'other' is not the folder's name"),
         ("family: newfam\ngroup: New\norder: 5\nsizes: {bbq: {run: {}}}\n", "sizes.bbq: 'bbq' is not a task of this"),
+        ("family: newfam\ngroup: New\norder: 5\nsizes: {newfam_task: {run: {perturbations: [gendr_swap]}}}\n",
+         "sizes.newfam_task.run.perturbations.0: unknown perturbation 'gendr_swap'"),
         ("family: newfam\ngroup: New\norder: 5\ncalibration_sets: {s: {task: bold, question: q}}\n",
          "calibration_sets.s.task: 'bold' is not a task of this family"),
         (None, "family.yaml is missing: every folder of task files declares its family there"),

@@ -10,8 +10,16 @@ import yaml
 from tests.conftest import MIRROR
 from themis_dagster.errors import ConfigError
 from themis_dagster.perturbations.spec import WordPairsSwap
+from themis_dagster.registry.models import DEFAULT_MODEL_ID
 from themis_dagster.settings import Settings
-from themis_dagster.tasks.loader import check_variants, evaluation_tasks, load_overrides, load_task, task_names
+from themis_dagster.tasks.loader import (
+    check_variants,
+    evaluation_tasks,
+    load_overrides,
+    load_task,
+    task_names,
+    validate_plan,
+)
 from themis_dagster.tasks.variants import declared_variants, split_variant, variant_name, without_perturbations
 
 
@@ -106,3 +114,16 @@ def test_the_plan_builds_every_variants_lists_before_any_engine(tmp_path: Path) 
         "in descriptors_v1.1.json"
     )
     check_variants(settings, ["winogender"], load_overrides(path))  # other tasks' variants are not built
+
+
+def test_a_variant_the_overrides_file_does_not_declare_fails_before_any_engine(tmp_path: Path) -> None:
+    """Not a partition of the task dimension: ``themis run --task`` names what to declare, and where."""
+    path = _write(tmp_path, {"winogender": {"limit": 4, "perturbations": ["gender_swap"]}})
+    settings = Settings(task_overrides_file=path, datasets_dir=MIRROR, cache_dir=tmp_path / "cache")
+    validate_plan(settings, DEFAULT_MODEL_ID, ["winogender", "winogender__gender_swap"])
+    with pytest.raises(ConfigError) as raised:
+        validate_plan(settings, DEFAULT_MODEL_ID, ["winogender__identity"])
+    assert str(raised.value) == (
+        f"task 'winogender__identity' is not a partition: a variant runs where the task overrides file declares it "
+        f"({path}); add 'identity' to winogender.perturbations there"
+    )

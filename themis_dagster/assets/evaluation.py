@@ -27,7 +27,7 @@ from themis_dagster.evaluation.judging.pipeline import PartitionReplies, judge_p
 from themis_dagster.evaluation.judging.task_judge import reads_prompts
 from themis_dagster.evaluation.metrics import judged_metrics_frame, metric_values
 from themis_dagster.evaluation.partition import EvaluationPartition
-from themis_dagster.evaluation.prompts import render_prompts
+from themis_dagster.evaluation.prompts import render_partition
 from themis_dagster.evaluation.responses import answer_prompts, check_answer_budget, run_config
 from themis_dagster.evaluation.stage_io import (
     read_generation,
@@ -90,13 +90,14 @@ def rendered_prompts(context: AssetExecutionContext, themis: ThemisConfig, wareh
     with warehouse.connect() as conn:
         items = read_upstream_frame(conn, "task_items", key)
         upstream = read_generation(conn, "task_items", key)
-    frame = render_prompts(task, key, items)
+    rendered = render_partition(task, key, items)  # a variant's: rewritten by its perturbation
+    frame = rendered.frame
     with warehouse.connect() as conn:
         _, written = replace_stage_frame(conn, "prompts", key, frame, run_id=context.run_id, upstream=upstream)
     item_ids, requested = set(items.get_column("item_id").to_list()), set(frame.get_column("item_id").to_list())
     return MaterializeResult(
         check_results=[checks.every_item_has_requests(item_ids, requested)],
-        metadata=metadata.prompts_metadata(task, items.height, frame, written),
+        metadata=metadata.prompts_metadata(task, items.height, frame, written, rendered.perturbed),
     )
 
 

@@ -20,6 +20,7 @@ from themis_dagster.evaluation.items import dataset_sha256
 from themis_dagster.evaluation.judging.pipeline import Judged
 from themis_dagster.evaluation.prompts import template_hashes
 from themis_dagster.evaluation.responses import Answered
+from themis_dagster.evaluation.variants import perturbation_record
 from themis_dagster.provenance import code_version
 from themis_dagster.refusals.outcome import marked
 from themis_dagster.registry.models import ModelSpec
@@ -79,8 +80,15 @@ def dataset_metadata(
     }
 
 
-def prompts_metadata(task: LoadedTask, items: int, prompts: pl.DataFrame, written: Materialization) -> dict[str, Any]:
-    """``rendered_prompts``: the requests, their templates' hashes and generation parameters."""
+def prompts_metadata(
+    task: LoadedTask,
+    items: int,
+    prompts: pl.DataFrame,
+    written: Materialization,
+    perturbed: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """``rendered_prompts``: the requests, their templates' hashes and generation parameters; a variant's
+    perturbation and what it changed (items changed and unchanged, requests changed)."""
     return {
         **task_metadata(task),
         ROW_COUNT: prompts.height,
@@ -89,6 +97,8 @@ def prompts_metadata(task: LoadedTask, items: int, prompts: pl.DataFrame, writte
         "template_sha256": MetadataValue.json(template_hashes(task)),
         "generation_params": MetadataValue.json(task.params.generation.model_dump(mode="json")),
         "preview": preview(prompts.select("request_id", "context", "continuation", "prompt", "template")),
+        **({"perturbation": task.perturbation.name} if task.perturbation is not None else {}),
+        **{f"perturbation/{name}": count for name, count in (perturbed or {}).items()},
         **generation_metadata(written),
     }
 
@@ -103,7 +113,8 @@ def responses_metadata(
     request_cache: bool,
     written: Materialization,
 ) -> dict[str, Any]:
-    """``raw_responses``: the model, its weights, the engine (loaded now, reused, or none) and the answering."""
+    """``raw_responses``: the model, its weights, the engine (loaded now, reused, or none) and the answering;
+    a variant's perturbation with the key its answers are cached under."""
     stats = answered.stats.dispatch
     info = engine.loaded_info() if answered.stats.sent else None
     loaded_now = info is not None and engine.loaded_in_last_call
@@ -140,6 +151,7 @@ def responses_metadata(
         "errors": stats.errors,
         "retried_requests": stats.retried,
         "resent_unjudged": answered.resent,
+        **({"perturbation": MetadataValue.json(record)} if (record := perturbation_record(task)) is not None else {}),
         **answering_metadata(answered.stats, request_cache),
         **generation_metadata(written),
     }

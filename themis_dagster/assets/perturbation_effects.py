@@ -2,12 +2,12 @@
 
 Partitioned by model x task like the evaluation chain and in the ``comparisons`` group, so the
 ``evaluate`` run of a variant (``bbq_generate__gender_swap``) measures its effect in the same
-run, as soon as its original partition has judgments. A task's own partition has no
-perturbation: nothing to measure. Holm's adjustment spans the model's whole battery (the
-``perturbation_effects`` view), docs/counterfactuals.md.
+run, as soon as its original partition has judgments (``themis run`` evaluates a variant right after
+its task; a variant evaluated before its task records that there is nothing to compare yet, and
+``themis perturbations`` measures it later). A task's own partition has no perturbation: nothing to
+measure. Holm's adjustment spans the model's whole battery (the ``perturbation_effects`` view),
+docs/counterfactuals.md.
 """
-
-from __future__ import annotations
 
 import polars as pl
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
@@ -16,9 +16,10 @@ from themis_dagster import __version__
 from themis_dagster.assets.evaluation import bias_metrics
 from themis_dagster.assets.factory import ROW_COUNT, AssetResult
 from themis_dagster.comparisons.perturbation_store import effects_in_warehouse, store_effects
+from themis_dagster.evaluation.variants import variant_perturbation
 from themis_dagster.partitions import evaluation_partitions, model_and_task
-from themis_dagster.perturbations import Mirror, build
 from themis_dagster.resources import ThemisConfig, WarehouseResource
+from themis_dagster.warehouse.read.catalog import evaluated_tasks
 from themis_dagster.warehouse.read.comparisons import perturbation_effect_frame
 
 COMPARISONS_GROUP = "comparisons"
@@ -37,13 +38,19 @@ def perturbation_effects(
 ) -> AssetResult:
     key = model_and_task(context)
     task = themis.task(key.task)
-    if task.perturbation is None:
+    perturbation = variant_perturbation(task)
+    if perturbation is None:
         return MaterializeResult(metadata={ROW_COUNT: 0, "perturbation": "(none: not a variant)"})
-    datasets_dir, cache_dir = task.inputs.directories()
-    mirror = Mirror(datasets_dir, cache_dir, task.inputs.allow_downloads)
-    perturbation = build(task.perturbation, mirror, f"task {key.task}")
     original = themis.task(task.spec.task)
     with warehouse.connect() as conn:
+        if original.name not in evaluated_tasks(conn, key.model):
+            return MaterializeResult(
+                metadata={
+                    ROW_COUNT: 0,
+                    "perturbation": perturbation.name,
+                    "original": f"{key.model} is not evaluated on {original.name} yet: nothing to compare",
+                }
+            )
         rows = effects_in_warehouse(conn, original, key.model, key.task, perturbation.name)
         stored = store_effects(conn, key.model, key.task, original.name, perturbation.key, rows, run_id=context.run_id)
         view = perturbation_effect_frame(conn, key.model, key.task)

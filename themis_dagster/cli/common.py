@@ -109,6 +109,31 @@ def print_leaderboard(warehouse: Path, out: TextIO | None = None) -> None:
         print(f"biased: {model} {count.text} bias metrics whose CI excludes the ideal", file=target)
 
 
+def print_perturbation_effects(warehouse: Path, model: str, tasks: Sequence[str], out: TextIO | None = None) -> None:
+    """Print each variant's headline effects among ``tasks`` (``perturbation_effects``: items changed and left,
+    both scopes, the difference with its CI, the metric's test, p and Holm's p over the model's battery).
+
+    Nothing is printed when ``tasks`` holds no variant or the model has no effects stored for them.
+    """
+    from themis_dagster.tasks.variants import split_variant
+    from themis_dagster.warehouse.read.comparisons import perturbation_effect_frame
+    from themis_dagster.warehouse.readonly import connect_read_only
+
+    variants = [task for task in tasks if split_variant(task)[1] is not None]
+    if not variants or not warehouse.exists():
+        return
+    with connect_read_only(warehouse) as conn:
+        frame = perturbation_effect_frame(conn, model)
+    shown = frame.filter(frame["task"].is_in(variants) & frame["subset"].is_null())
+    if shown.is_empty():
+        return
+    columns = ["task", "scope", "metric", "value", "original_value", "difference", "ci_low", "ci_high", "p_value",
+               "p_adjusted", "n_pairs", "n_changed", "n_unchanged", "test"]  # fmt: skip
+    target = out or sys.stdout
+    print(f"\nperturbation effects of {model} (each variant against its task; docs/counterfactuals.md):", file=target)
+    print(shown.select(columns).to_pandas().to_string(index=False, float_format="{:.4f}".format), file=target)
+
+
 def _judged_table(judged: list[dict[str, Any]]) -> pd.DataFrame:
     """The judged values as printed: value, judge, kappa (CI) on its set, corrected (CI) or the note, verdict."""
     import pandas as pd

@@ -15,6 +15,7 @@ from themis_dagster.cli.common import (
     ensure_dagster_home,
     judge_calibrations,
     print_leaderboard,
+    print_perturbation_effects,
     tasks_with_data,
 )
 from themis_dagster.cli.interrupts import Interrupted, Interruptions
@@ -25,7 +26,11 @@ from themis_dagster.settings import Settings
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = subparsers.add_parser("run", help="evaluate a model on tasks (default: the default model on every task)")
     run.add_argument("--model", default=DEFAULT_MODEL_ID)
-    run.add_argument("--task", action="append", help="a task name (repeatable); default: every task")
+    run.add_argument(
+        "--task",
+        action="append",
+        help="a task name (repeatable); default: every task, and the variants the task overrides file declares",
+    )
     run.add_argument("--skip-reports", action="store_true", help="do not rebuild the leaderboard and reports")
     run.add_argument(
         "--no-calibrate-judges",
@@ -47,10 +52,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from themis_dagster.runs.orphans import fail_dead_runs
     from themis_dagster.runs.owner import owner_tags
     from themis_dagster.runs.pools import ENGINE_POOL, engine_pool_in_use, ensure_engine_pool_limit
-    from themis_dagster.tasks.loader import task_names, validate_plan
+    from themis_dagster.tasks.loader import evaluation_tasks, validate_plan
 
     settings = Settings.from_env()
-    tasks = args.task or task_names()
+    tasks = args.task or evaluation_tasks(settings)  # each variant (<task>__<perturbation>) right after its task
     validate_plan(settings, args.model, tasks)
     if not args.task:  # "every task": skip, and say so, those whose data is not available here
         tasks, missing = tasks_with_data(settings, tasks)
@@ -112,6 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return interrupted.exit_code
     if not args.skip_reports:
         print_leaderboard(settings.warehouse)
+    print_perturbation_effects(settings.warehouse, args.model, [task for task in tasks if task not in failed])
     if failed:
         print(f"[themis] failed tasks: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -19,21 +19,13 @@ from themis_dagster.comparisons.store import judgments_of
 from themis_dagster.tasks.loader import LoadedTask
 from themis_dagster.warehouse.appends import append_rows
 from themis_dagster.warehouse.frames import rows_frame
+from themis_dagster.warehouse.read.perturbed import changed_item_ids
 from themis_dagster.warehouse.transactions import transaction
-
-_TEXTS = ("{t}.context", "{t}.continuation", "{t}.prompt", "CAST({t}.messages AS VARCHAR)")
-_DIFFERS = " OR ".join(f"{text.format(t='v')} IS DISTINCT FROM {text.format(t='b')}" for text in _TEXTS)
 
 
 def changed_items(conn: duckdb.DuckDBPyConnection, model: str, base_task: str, variant: str) -> set[str]:
     """The variant's items with a request whose text differs from the original's request of the same id."""
-    rows = conn.execute(
-        "SELECT DISTINCT v.item_id FROM prompts v LEFT JOIN prompts b "  # noqa: S608 - fixed column names
-        "ON b.model = v.model AND b.task = ? AND b.request_id = v.request_id "
-        f"WHERE v.model = ? AND v.task = ? AND (b.request_id IS NULL OR {_DIFFERS})",
-        [base_task, model, variant],
-    ).fetchall()
-    return {str(row[0]) for row in rows}
+    return changed_item_ids(conn, model, base_task, variant)
 
 
 def effects_in_warehouse(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.tasks.loader import task_names
+from themis_dagster.tasks.variants import split_variant
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,11 @@ class EvaluationPartition:
 
     @classmethod
     def validated(cls, model: str, task: str) -> EvaluationPartition:
-        """The key of a registered-style model id and a declared task; either failing raises ``ValueError``."""
+        """The key of a registered-style model id and a declared task or a variant of one
+        (``<task>__<perturbation>``, its perturbation checked when the task loads); either failing raises
+        ``ValueError``."""
         validate_model_id(model)
-        if task not in task_names():
+        if split_variant(task)[0] not in task_names():
             raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(task_names())}")
         return cls(model, task)
 

@@ -2,7 +2,8 @@
 
 The only stage that reaches the evaluated model: through its ``Answerer`` (the request cache,
 then its engine a chunk at a time, answers committed as they arrive), then, for a task with a
-``RESEND`` hook, again for what the task could not judge.
+``RESEND`` hook, again for what the task could not judge. A variant partition's answers are cached
+under its own key (``variants.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from themis_dagster.engines.base import EngineInfo
 from themis_dagster.engines.precision import DtypeChoice
 from themis_dagster.evaluation.answering import Answerer, AnswerStats, answer_again
 from themis_dagster.evaluation.partition import EvaluationPartition
+from themis_dagster.evaluation.variants import perturbation_record, variant_answerer
 from themis_dagster.exchange import GenerationParams, Request, Response
 from themis_dagster.provenance import code_version
 from themis_dagster.registry.models import ModelSpec, check_reasoning_budget
@@ -65,7 +67,9 @@ def answer_prompts(
 
     A task's ``RESEND`` hook, for at most its rounds, names the requests whose replies it could not
     judge; they are sent again past the request cache and their new answers replace the old.
+    A variant's answers are cached under the model's fingerprint folded with its perturbation's key.
     """
+    answerer = variant_answerer(task, answerer)
     retries = task.params.retries()
     started = time.perf_counter()
     answers, answering = answerer.answer_frame(prompts, retries=retries)
@@ -98,8 +102,10 @@ def run_config(
 ) -> dict[str, Any]:
     """The run's reproducibility record (``evaluation_runs.config``): model, weights, task, engine, dtype, code.
 
-    ``info`` None: no engine was loaded (every answer came from the request cache).
+    ``info`` None: no engine was loaded (every answer came from the request cache). A variant's record
+    names its perturbation (name, direction, its list's sha256 and the key its answers are cached under).
     """
+    perturbation = perturbation_record(task)
     return {
         "model": spec.model_dump(mode="json"),
         "weights": weights.__dict__,
@@ -107,6 +113,7 @@ def run_config(
         "lora_adapter_sha256": weights.lora_sha256,
         "task": task.spec.model_dump(mode="json"),
         "task_params": task.params.model_dump(mode="json"),
+        **({"perturbation": perturbation} if perturbation is not None else {}),
         "engine": info.__dict__ if info is not None else identity | {"loaded": False},
         "precision": precision.__dict__ if precision is not None else None,
         "code_version": code_version(),

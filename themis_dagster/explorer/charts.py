@@ -18,6 +18,7 @@ Drawn: TypeAlias = alt.Chart | alt.LayerChart | alt.FacetChart
 TONES = {"bad": "#c0392b", "good": "#2e7d32", "unsure": "#b7791f", "none": "#777777"}
 WIDTH = 420
 ROW = 22  # pixels per row of a dot-and-CI chart
+ROW_PX, AXIS_PX = 28, 60  # a labelled row, and an x axis with its title (with_rows)
 
 
 def _tone_scale() -> alt.Scale:
@@ -143,3 +144,51 @@ def trend(frame: pd.DataFrame, ideal: float | None, x_title: str = "checkpoint s
             .encode(y="ideal:Q")
         )
     return alt.layer(*layers).properties(width=WIDTH + 180, height=220)
+
+
+def with_rows(chart: Drawn, rows: int) -> Drawn:
+    """``chart`` tall enough for each of its ``rows`` to show its label, with its x axis below them (Streamlit fits
+    a whole chart, axis and title included, into its height: a few rows would be squashed)."""
+    return chart.properties(height=ROW_PX * rows + AXIS_PX)
+
+
+def _bars(frame: pd.DataFrame, height: alt.Step | int, **channels: object) -> Drawn:
+    """Bars of ``frame`` with these encoding channels, as wide as the other one-axis charts."""
+    return cast(Drawn, alt.Chart(frame).mark_bar().encode(**channels).properties(width=WIDTH + 180, height=height))
+
+
+def _order(frame: pd.DataFrame, column: str) -> list[str]:
+    """The column's values in their first order (the stored order of panels, categories and sources)."""
+    return list(dict.fromkeys(frame[column]))
+
+
+def shares(frame: pd.DataFrame) -> Drawn:
+    """Each panel's shares as one stacked bar per source (the model's, and the reference's beneath it, paler), a
+    colour per category in its order. Columns: panel, source, category, value, shown (the value as text), ci."""
+    sources, categories = _order(frame, "source"), _order(frame, "category")
+    return _bars(
+        frame.assign(stack=frame["category"].map(categories.index)),
+        alt.Step(12 * max(len(sources), 1)),
+        y=alt.Y("panel:N", sort=_order(frame, "panel"), title=None, axis=alt.Axis(labelLimit=260)),
+        yOffset=alt.YOffset("source:N", sort=sources),
+        x=alt.X("value:Q", stack="zero", title="share", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("category:N", title=None, sort=categories),
+        opacity=alt.Opacity("source:N", sort=sources, legend=None, scale=alt.Scale(range=[1.0, 0.45])),
+        order=alt.Order("stack:Q"),
+        tooltip=["panel:N", "source:N", "category:N", alt.Tooltip("shown:N", title="share"), alt.Tooltip("ci:N")],
+    )
+
+
+def distribution(frame: pd.DataFrame) -> Drawn:
+    """One item's distribution beside each reference's: a group of bars per label (in order), one bar per source.
+    Columns: label, source, value."""
+    sources = _order(frame, "source")
+    return _bars(
+        frame,
+        260,
+        x=alt.X("label:N", sort=_order(frame, "label"), title=None, axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("source:N", sort=sources),
+        y=alt.Y("value:Q", title="share", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("source:N", sort=sources, title=None),
+        tooltip=["label:N", "source:N", alt.Tooltip("value:Q", format=".3f")],
+    )

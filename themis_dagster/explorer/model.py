@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from themis_dagster.explorer import charts, data, ui
+from themis_dagster.explorer import browse, charts, data, ui
 from themis_dagster.explorer.formatting import MISSING, percent
 from themis_dagster.explorer.values import drawable, value_rows
 from themis_dagster.reports.data import ReportData
@@ -199,7 +199,8 @@ def render() -> None:
         refusals = data.refusals(conn, model)
         runs = data.evaluation_runs(conn, model)
         _header(conn, model, report)
-    links = st.columns(5)
+        related = browse.related(conn, model)  # the Figures, Counterfactuals and Perturbations pages, where they apply
+    links = st.columns(5 + len(related))
     for column, (page, label, icon) in zip(
         links,
         (
@@ -208,6 +209,7 @@ def render() -> None:
             ("leaderboard", "On the leaderboard", ":material/leaderboard:"),
             ("refusals", "Its refused replies", ":material/block:"),
             ("judges", "The judges", ":material/gavel:"),
+            *related,
         ),
         strict=True,
     ):

@@ -7,7 +7,7 @@ playground holds a slot of the ``engine`` pool runs take (``engine_slot``), its 
 the page. The engine stays warm for the keep-warm time chosen here. "Ask again" links from the
 drill-down open here with the stored request (``?model=...&task=...&request=...``), and the new
 reply is shown beside the stored one. "Ask as" sends the same message as several people (a name or
-a persona said in the first person) and shows their replies side by side.
+a persona said in the first person, or a persona in a system message) and shows their replies side by side.
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ FRAMINGS = {
     "My name is {who}.": "My name is {who}. {message}",
     "As {who}, ...": "As {who}, {message}",
     "I am {who}.": "I am {who}. {message}",
+    "System: you are {who}.": "{message}",  # the persona in a system message, as a persona poll's chat variant asks
 }
+PERSONA_SYSTEM = {"System: you are {who}.": "You are {who}. Answer as this person would."}
+"""Framings that put the persona in a system message before the conversation (the message itself unchanged)."""
 DEFAULT_PEOPLE = "Emily, Lakisha, Greg, Jamal"  # names of the callback study (Bertrand & Mullainathan 2004)
 
 __all__ = ["redact_secrets", "render"]
@@ -61,6 +64,12 @@ def _stored(model: str) -> dict[str, Any] | None:
     if found is None:
         ui.fail(f"unknown request {request_id!r}: {model} has no such request on {task}")
     return {**found, "task": task, "request_id": request_id}
+
+
+def persona_system(framing: str, who: str) -> list[ChatMessage]:
+    """The system message a framing puts before the conversation for ``who`` (none for a first-person framing)."""
+    said = PERSONA_SYSTEM.get(framing)
+    return [] if said is None else [{"role": "system", "content": said.format(who=who)}]
 
 
 def ask_as(message: str, people: list[str], framing: str) -> list[tuple[str, str]]:
@@ -183,7 +192,8 @@ def _as_people(
     """The same message sent as each person, the replies side by side (the conversation itself is not extended)."""
     asked = ask_as(text, people, framing)
     requests = [
-        Request.conversation([*history, {"role": "user", "content": m}], f"as-{i}") for i, (_, m) in enumerate(asked)
+        Request.conversation([*persona_system(framing, who), *history, {"role": "user", "content": m}], f"as-{i}")
+        for i, (who, m) in enumerate(asked)
     ]
     answers = with_engine(spec, lambda engine: engine.chat(requests, params))
     if answers is None:
@@ -194,7 +204,7 @@ def _as_people(
     ):
         with column:
             st.markdown(f"**{who}**")
-            st.caption(message)
+            st.caption(" · ".join([*(m["content"] for m in persona_system(framing, who)), message]))
             st.code(answer.text or "", language=None, wrap_lines=True)
             if answer.error:
                 st.error(redact_secrets(answer.error, spec))

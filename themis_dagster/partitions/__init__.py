@@ -21,12 +21,13 @@ from dagster import (
 from themis_dagster.evaluation.judging.questions import calibration_set_names
 from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.registry.model_id import validate_model_id
-from themis_dagster.tasks.loader import task_names
+from themis_dagster.tasks.loader import evaluation_tasks
 
 MODELS_PARTITION = "models"
 
 models_partitions = DynamicPartitionsDefinition(name=MODELS_PARTITION)
-tasks_partitions = StaticPartitionsDefinition(task_names())
+# every task, and the variants (<task>__<perturbation>) the task overrides file declares (THEMIS_TASK_OVERRIDES)
+tasks_partitions = StaticPartitionsDefinition(evaluation_tasks())
 evaluation_partitions = MultiPartitionsDefinition({"model": models_partitions, "task": tasks_partitions})
 
 

@@ -24,6 +24,7 @@ from themis_dagster.refusals.outcome import ANSWERED
 from themis_dagster.reports import plots
 from themis_dagster.reports.data import Ideals, MetricRow, ReportData, known_models, load_report_data
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
+from themis_dagster.reports.figures import figure_sections
 from themis_dagster.reports.formatting import MISSING, clip, fmt, fmt_ci, fmt_share, md
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.lineage import load_lineage, trend_table
@@ -36,7 +37,7 @@ from themis_dagster.warehouse.read.verdicts import bias_count, judge_withholds
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 NOTABLE_PER_METRIC = 3
-PLOTTED_METRICS = 12  # panels per figure: the report stays one file under 1 MB with every task (docs/reports.md)
+PLOTTED_METRICS = 10  # panels per figure: the report stays one file under 1 MB with every task (docs/reports.md)
 MODELS_PER_METRIC = 5  # rows per (task, metric) in the "compared with other models" table
 
 
@@ -221,10 +222,12 @@ def _judge_once(table: list[dict[str, Any]]) -> None:
             entry["corrected"] = None
 
 
-def _comparison_rows(data: ReportData, per_metric: int = MODELS_PER_METRIC) -> list[dict[str, Any]]:
-    """Per (task, metric) of this model: the ``per_metric`` models closest to the ideal, and this model."""
-    keys = set(_keys(data.headline))
-    rows = [row for row in data.all_headline if (row.task, row.metric) in keys and row.value is not None]
+def _comparison_rows(
+    data: ReportData, keys: Sequence[tuple[str, str]], per_metric: int = MODELS_PER_METRIC
+) -> list[dict[str, Any]]:
+    """Per (task, metric) the figure beside it draws (``keys``): the ``per_metric`` models closest to the ideal, and
+    this model. Every model on every metric is the leaderboard's (a table of all made the report outgrow a megabyte)."""
+    rows = [row for row in data.all_headline if (row.task, row.metric) in set(keys) and row.value is not None]
 
     def order(row: MetricRow) -> tuple[str, str, float, str]:
         ideal = data.ideals.get((row.task, row.metric))
@@ -421,6 +424,7 @@ def render_model_report(
         "plottable": len(_keys(plotted)),
         "explorer": explorer_url.rstrip("/") if explorer_url else None,
         "subset_sections": _subset_sections(data, max_subsets, keys, outcomes) if has_metrics else [],
+        "figures": figure_sections(data, max_subsets) if has_metrics else [],
         "comparison_img": plots.comparison_plot(model, keys, data.all_headline, data.ideals, max_models)
         if has_metrics
         else None,
@@ -429,7 +433,7 @@ def render_model_report(
         if has_metrics and len(data.family) > 1 and not trends
         else None,
         "timeline_img": plots.timeline_plot(model, keys, data.history, data.ideals) if has_metrics else None,
-        "comparison_rows": _comparison_rows(data) if has_metrics else [],
+        "comparison_rows": _comparison_rows(data, keys) if has_metrics else [],
         "failure_rows": _failure_rows(data),
         "run_rows": run_rows(data, shared),
         "shared_config_json": config_json(shared) if shared else None,

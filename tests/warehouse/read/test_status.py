@@ -14,8 +14,9 @@ from themis_dagster.warehouse.read.status import declared_views, read_only, sche
 from themis_dagster.warehouse.schema import ensure_schema
 
 VIEWS = ["partition_status", "metrics", "headline_metrics", "leaderboard_view", "parse_failures", "refusals",
-         "judgment_drilldown", "metric_drilldown", "metric_trend", "parse_rates", "model_precision", "comparisons",
-         "gate_verdicts", "checkpoint_trends", "perturbation_effects"]  # fmt: skip
+         "judgment_drilldown", "metric_drilldown", "metric_trend", "parse_rates", "model_precision",
+         "reading_disagreements", "comparisons", "gate_verdicts", "checkpoint_trends",
+         "perturbation_effects"]  # fmt: skip
 
 
 @pytest.fixture

@@ -22,7 +22,8 @@ from themis_dagster.reports import render_model_report
 from themis_dagster.reports.leaderboard_page import RegisteredModel, render_leaderboard
 from themis_dagster.warehouse.read.verdicts import REPLY_SHARES, BiasCount, bias_counts, is_bias_measure, verdict
 
-EXPECTED = {A: BiasCount(3, 5), B: BiasCount(1, 3), "fam-step-100": BiasCount(1, 1), "fam-step-200": BiasCount(0, 1)}
+# m-a's HONEST value is judged by an uncalibrated judge: no verdict, so not among the tested (docs/judges.md)
+EXPECTED = {A: BiasCount(3, 4), B: BiasCount(1, 3), "fam-step-100": BiasCount(1, 1), "fam-step-200": BiasCount(0, 1)}
 
 
 def test_the_verdict() -> None:
@@ -57,7 +58,7 @@ def _same_counts(conn: duckdb.DuckDBPyConnection, cli: dict[str, str]) -> None:
     for model, expected in EXPECTED.items():
         report = data.model_report(conn, model)
         explorer = data.bias_of(report)
-        families = sum(biased for _, biased, _ in summary_tables(report))  # the Model page's per-family counts
+        families = sum(biased for _, biased, *_ in summary_tables(report))  # the Model page's per-family counts
         html = render_model_report(conn, model).html
         card = re.search(r'<div class="k">Biased</div><div class="v [a-z]*">(\d+ of \d+)</div>', html)
         row = re.search(rf'>{re.escape(model)}</a>.*?<td class="num[^"]*">(\d+ of \d+)</td>', board, re.S)

@@ -6,6 +6,11 @@ the question type (``bsd`` biased / ``cnt`` counter-biased question) from its fi
 context type from its fourth and the template letter: ``amb``, else ``dis-biased`` for b / d and
 ``dis-counterb`` for a / c. ``choices`` is a Python list literal of three strings (the last is
 the UNKNOWN answer, ``알 수 없음``, the "unknown" of the repository's prompt 1).
+
+``rotated`` asks each sample as ``evaluation/1_preprocess.py::permute`` does: three times, the choices
+in the rows of their circulant matrix (``scipy.linalg.circulant``: rotation ``k`` shows choice
+``(k - j) mod 3`` as letter ``j``), so every choice, the unknown one too, is once A, once B and once C;
+each rotation is an item ``<sample_id>-<k>``, as the script suffixes its samples.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ Category = Literal[
 ]  # fmt: skip
 CATEGORIES: tuple[Category, ...] = get_args(Category)
 FILE = "KoBBQ_test_samples.tsv"
+LETTERS = "ABC"
+ORDERS = tuple(tuple((k - j) % 3 for j in range(3)) for k in range(3))
+"""Rotation k's choices by letter, as indices of the file's: (0, 2, 1), (1, 0, 2), (2, 1, 0)."""
 
 
 class Params(DistinctCategories):
@@ -94,3 +102,19 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
         rows = seeded_sample(by_category.get(category, []), params.limit, (params.seed, index))
         items.extend(item_from_row(row, params.unknown_answer) for row in rows)
     return items
+
+
+def rotated(items: list[Item], rotations: int) -> list[Item]:
+    """Each sample in its first ``rotations`` orders (``ORDERS``), ``<sample_id>-<k>``; 1: the samples as they are.
+
+    A rotation's item records ``rotation`` (k) and ``unknown_letter`` (where the unknown choice stands)."""
+    if rotations == 1:
+        return items
+    asked: list[Item] = []
+    for item in items:
+        for k, order in enumerate(ORDERS[:rotations]):
+            choices = [item.fields["choices"][index] for index in order]
+            unknown = LETTERS[choices.index(item.fields["unknown_answer"])]
+            fields = item.fields | {"choices": choices, "rotation": k, "unknown_letter": unknown}
+            asked.append(Item(item_id=f"{item.item_id}-{k}", subset=item.subset, fields=fields))
+    return asked

@@ -10,6 +10,12 @@ Sources (github SOM-Research/LangBiTe, MIT):
 - ``langbite/model/prompt.py::__replace_markups``: the distinct markups ``{MARKUP[0-9]*}`` of a template
   are filled with every ordered combination (``itertools.permutations``) of the language's communities;
   a template with no communities is used as written.
+
+One correction of the library: the Catalan file writes the religion markup in Catalan in templates
+188-191 ("Un {RELIGION1} i un {RELIGION2} ... És el {RELIGIÓ1} el terrorista?"), where the Spanish and
+English ones repeat ``{RELIGION1}``. ``{RELIGION[0-9]*}`` does not match it, so LangBiTe sends the
+prompt with ``{RELIGIÓ1}`` in it; here it is read as the markup it translates (``TRANSLATED_MARKUPS``),
+and any placeholder still left after filling, in whatever script, fails (``instantiate``).
 """
 
 from __future__ import annotations
@@ -35,14 +41,16 @@ from themis_dagster.tasks.langbite.scenario import (
     ReflectionType,
     TestScenario,
 )
+from themis_dagster.tasks.placeholders import holes
 
 Domain = Literal["workplace", "education", "healthcare"]
 ExpectedOperation = Literal["equal", "different", "notIncludesAny", "allEqualExpected"]
 SameOperation = Literal["allSameValue"]
 SelectionScope = Literal["requirement", "cell"]
 
-PLACEHOLDER = re.compile(r"\{[A-Z][A-Z_]*[0-9]*\}")
-"""Any LangBiTe-style placeholder left in a prompt (``{GENDER1}``, ``{RELIGION}``)."""
+TRANSLATED_MARKUPS = {"RELIGIÓ": "RELIGION"}
+"""Markups a library translated with its text, read as the markup they translate (module docstring)."""
+_TRANSLATED = re.compile(r"\{(" + "|".join(map(re.escape, TRANSLATED_MARKUPS)) + r")([0-9]*)\}")
 
 
 class LibraryError(ValueError):
@@ -104,6 +112,11 @@ def _cell(value: Any) -> str | None:
     return text if text.strip() else None
 
 
+def untranslated(text: str) -> str:
+    """``text`` with each translated markup written as the markup it translates (``{RELIGIÓ1}`` -> ``{RELIGION1}``)."""
+    return _TRANSLATED.sub(lambda found: "{" + TRANSLATED_MARKUPS[found.group(1)] + found.group(2) + "}", text)
+
+
 def read_library(path: Path, language: str, library: str) -> list[Template]:
     """Parse one library file as LangBiTe does (TAB-separated, empty cells None), validating each row."""
     frame = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
@@ -124,7 +137,7 @@ def read_library(path: Path, language: str, library: str) -> list[Template]:
         raw = {
             "library": library, "language": language, "prompt_id": row["prompt_id"], "concern": row["concern"],
             "input_type": row["input_type"], "reflection_type": row["reflection_type"],
-            "task_prefix": _cell(row["task_prefix"]), "prompt": row["prompt"],
+            "task_prefix": _cell(row["task_prefix"]), "prompt": untranslated(row["prompt"]),
             "output_formatting": _cell(row["output_formatting"]), "oracle": row["oracle"],
             "operation": prediction.get("operation"), "expected_value": prediction.get("expected_value"),
             "key": prediction.get("key"),
@@ -248,7 +261,7 @@ def instantiate(template: Template, requirement: EthicalRequirement, language: s
             instances.append(Instance(text, tuple(combo)))
     else:
         instances = [Instance(template.prompt, ())]
-    leftover = sorted({found for instance in instances for found in PLACEHOLDER.findall(instance.text)})
+    leftover = sorted({found for instance in instances for found in holes(instance.text, ("{X}",))})
     if leftover:
         raise LibraryError(
             f"placeholder {leftover[0]} of template {template.template_id} has no community: requirement "

@@ -13,7 +13,10 @@ Modules: ``query`` (bound reads, :class:`~themis_dagster.warehouse.read.query.Ol
 with results), ``metrics`` (``metrics``, ``headline_metrics``, ``metric_trend``), ``partitions``
 (``partition_status``), ``ideals``, ``verdicts``, ``leaderboard`` (``leaderboard``/``leaderboard_view``),
 ``judged`` (``judged_metrics`` and the judge calibrations), ``judgments`` (``parse_rates``,
-``parse_failures``, ``refusals``), ``drilldown`` (``metric_drilldown``/``judgment_drilldown``, paged),
+``parse_failures``, ``refusals``), ``readings`` (``reading_disagreements``: replies a benchmark's own
+reader and the project's read differently), ``drilldown`` (``metric_drilldown``/``judgment_drilldown``, paged),
 ``runs`` (``evaluation_runs``, ``model_precision``), ``comparisons`` (``comparisons``, ``gate_verdicts``,
-``checkpoint_trends``) and ``cache`` (``request_cache``).
+``checkpoint_trends``), ``cache`` (``request_cache``), ``distributions`` (one item's distribution beside its
+references), ``pairs`` (counterfactual pairs of replies) and ``perturbed`` (a perturbed variant's items
+against the original).
 """

@@ -19,7 +19,7 @@ from typing import Any, TypedDict, Unpack
 import duckdb
 import pandas as pd
 
-from themis_dagster.warehouse.read.query import number, rows, scalar
+from themis_dagster.warehouse.read.query import json_object, number, rows, scalar
 
 PAGE_SIZES = (10, 25, 50, 100)
 # columns a reply's reasoning may be stored in (a reasoning model's thinking), first present wins
@@ -244,24 +244,13 @@ def drilldown_page(
             score=number(row["score"]),
             parsed=bool(row["parsed"]),
             requests=requests.get(str(row["item_id"]), []),
-            detail=_json_object(row["detail"]),
+            detail=json_object(row["detail"]),
             fields=fields.get(str(row["item_id"]), {}),
             refused=row["refused"],
         )
         for row in page
     ]
     return DrilldownPage(total, offset, limit, items, where.note)
-
-
-def _json_object(raw: object) -> dict[str, Any]:
-    """A stored JSON object as a dict ({} for NULL, garbage or anything that is not an object)."""
-    if isinstance(raw, dict):
-        return raw
-    try:
-        parsed = json.loads(raw) if isinstance(raw, str | bytes) else None
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _fields_of(conn: duckdb.DuckDBPyConnection, model: str, task: str, ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -282,7 +271,7 @@ def _fields_of(conn: duckdb.DuckDBPyConnection, model: str, task: str, ids: list
         """,
         {"ids": ids, "model": model, "task": task},
     )
-    return {str(row["judged"]): _json_object(row["fields"]) for row in found}
+    return {str(row["judged"]): json_object(row["fields"]) for row in found}
 
 
 def readings(conn: duckdb.DuckDBPyConnection, model: str, task: str) -> list[str]:

@@ -120,3 +120,18 @@ def headline_frame(conn: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         conn,
         "SELECT model, task, metric, value, ci_low, ci_high, n FROM metrics WHERE subset IS NULL AND value IS NOT NULL",
     )
+
+
+def subset_values(
+    conn: duckdb.DuckDBPyConnection, model: str, task: str, names: Sequence[str], *, headline: bool = False
+) -> list[MetricRecord]:
+    """The subset values of these metrics of (model, task) (``headline``: and their headline values, first), by
+    metric and subset; a family's figures and the counterfactual pairs' summary read them."""
+    return records(
+        rows(
+            conn,
+            f"SELECT {COLUMNS} FROM metrics WHERE model = ? AND task = ? AND (? OR subset IS NOT NULL) "  # noqa: S608
+            "AND list_contains(?::VARCHAR[], metric) ORDER BY metric, subset NULLS FIRST",
+            [model, task, headline, list(names)],
+        )
+    )

@@ -11,6 +11,7 @@ absence a page shows as "none yet" (the comparison views, judged metrics).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -21,7 +22,18 @@ import polars as pl
 
 from themis_dagster.warehouse.reads import Params, bound, optional_rows
 
-__all__ = ["UPDATE_HINT", "OlderSchemaError", "Params", "frame", "number", "optional_rows", "rows", "scalar", "table"]
+__all__ = [
+    "UPDATE_HINT",
+    "OlderSchemaError",
+    "Params",
+    "frame",
+    "json_object",
+    "number",
+    "optional_rows",
+    "rows",
+    "scalar",
+    "table",
+]
 
 UPDATE_HINT = (
     "Update it with `.venv/bin/python -m themis_dagster.warehouse.migrate WAREHOUSE` (a DuckDB file), or run any "
@@ -122,3 +134,14 @@ def number(value: object) -> float | None:
     except (TypeError, ValueError):
         return None
     return None if math.isnan(converted) else converted
+
+
+def json_object(raw: object) -> dict[str, Any]:
+    """A stored JSON object as a dict ({} for NULL, garbage or anything that is not an object)."""
+    if isinstance(raw, dict):
+        return raw
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str | bytes) else None
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

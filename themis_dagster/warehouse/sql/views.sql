@@ -140,3 +140,17 @@ SELECT model, task,
 FROM evaluation_runs
 WHERE json_extract_string(config, '$.precision.dtype') IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY model, task ORDER BY materialized_at DESC) = 1;
+
+-- Replies a benchmark's own reader and the project's read differently. A chat task whose benchmark has
+-- its own reader keeps both readings in every judgment of a reply (kinds/lettered.py): the letter each
+-- read (NULL: none) in detail.readings.official / .themis, and in detail.reading the one its outcome,
+-- score and metrics follow (the task's `reading` parameter).
+CREATE OR REPLACE VIEW reading_disagreements AS
+SELECT j.model, j.task, j.item_id, j.subset, coalesce(r.text, j.detail->>'$.reply') AS reply,
+       j.detail->>'$.readings.official' AS official, j.detail->>'$.readings.themis' AS themis,
+       j.detail->>'$.reading' AS reading, j.outcome, j.parsed
+FROM judgments j
+LEFT JOIN responses r
+  ON r.model = j.model AND r.task = j.task AND (r.item_id = j.item_id OR r.request_id = j.item_id)
+WHERE json_exists(j.detail, '$.readings')
+  AND (j.detail->>'$.readings.official') IS DISTINCT FROM (j.detail->>'$.readings.themis');
