@@ -87,7 +87,9 @@ def _value_header(conn: Any, model: str, task: str, metric: str, subset: str | N
     )
     if subset is None and len(subsets) > 1:
         with st.expander(f"Forest plot of its {len(subsets)} subsets"):
-            st.altair_chart(charts.forest(subsets, report.ideals.get((task, metric)), metric))
+            st.altair_chart(
+                charts.with_rows(charts.forest(subsets, report.ideals.get((task, metric)), metric), len(subsets))
+            )
 
 
 def _choose(conn: Any) -> tuple[str, str, str, str | None]:
