@@ -33,6 +33,7 @@ from tests.explorer_warehouse import CHILD, PARENT, TASKS, Built
 from themis_dagster.explorer import data
 from themis_dagster.explorer.counted import counted_items
 from themis_dagster.explorer.leaderboard import WIDTHS
+from themis_dagster.explorer.ui import PAGES
 
 pytestmark = [pytest.mark.server, requires_mirror]  # a Streamlit server and a browser: outside the fast suite
 WIDTH, HEIGHT = 1400, 1000  # the window the issue was read in
@@ -234,3 +235,13 @@ def test_judges_refusals_compare_and_charts(page: Any, served: Served, clock: Cl
     assert len(families) >= 2 and all(dots(chart) > 0 and browser.hidden_labels(chart) == [] for chart in families)
     assert browser.scrolls_sideways(page) == [], "a column of the Model page is off-screen at 1400 px"
     page.screenshot(path=str(ARTIFACTS / "explorer-model.png"), full_page=True)
+
+
+def test_every_page_opens_without_a_traceback(page: Any, served: Served, clock: Clock) -> None:
+    """Each page of the menu on the child's link, those the walks do not open too (and timed as they are)."""
+    for url_path, (_, title, _) in PAGES.items():
+        _open(page, clock, f"{served.url}/{url_path}?model={CHILD}", f"{url_path} (from the menu's link)", title)
+        assert page.locator("h1").first.inner_text() == title, url_path
+        above = page.get_by_test_id("stMainBlockContainer").inner_text().split(title, 1)[0]
+        assert above.strip() == "", f"{url_path}: shown above its title: {above!r}"
+        assert page.get_by_test_id("stException").count() == 0, f"{url_path}: a traceback"
