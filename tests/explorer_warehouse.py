@@ -45,6 +45,11 @@ class PositiveJudgeResource(FakeEngineResource):
 
     refuse: bool = False
 
+    def output_identity(self) -> dict[str, str]:
+        """A refusing engine answers otherwise: the request cache (keyed by the weights, not the model id) must not
+        hand the child the parent's continuations."""
+        return super().output_identity() | {"refuse": str(self.refuse)}
+
     def _build(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
         refuse = self.refuse
 

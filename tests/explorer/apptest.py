@@ -6,18 +6,24 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from themis_dagster.explorer import APP
+from themis_dagster.explorer.ui import PAGES
 
 TIMEOUT = 90
+OPENS_ON = PAGES["leaderboard"][0]  # the page the app opens on (app.py)
 
 
 def app(script: str | None = None, /, **params: str) -> AppTest:
-    """The app run once, then switched to ``script`` with the URL's query ``params``."""
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
-    if script is not None:
-        at.switch_page(script)
+    """The app opened on ``script`` with the URL's query ``params``, as a browser opens a link: the page the app
+    opens on reads them on its first run (run twice, its widgets would keep the first run's values); any other
+    page is switched to after that first run."""
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    if script in (None, OPENS_ON):
         at.query_params.update(params)
-        at.run()
-    return at
+        return at.run()
+    at.run()
+    at.switch_page(script)
+    at.query_params.update(params)
+    return at.run()
 
 
 def problems(at: AppTest) -> list[str]:
@@ -26,8 +32,8 @@ def problems(at: AppTest) -> list[str]:
 
 
 def frame(at: AppTest, *columns: str) -> pd.DataFrame:
-    """The first table on the page with these columns."""
-    for element in at.dataframe:
+    """The first table on the page (interactive or static) with these columns."""
+    for element in [*at.dataframe, *at.table]:
         if set(columns) <= set(element.value.columns):
             return element.value
     raise AssertionError(f"no table with columns {columns}")
@@ -37,5 +43,5 @@ def texts(at: AppTest) -> str:
     """Every text the page shows (markdown, captions, code, infos, dataframes...), joined."""
     parts = [str(e.value) for kind in ("markdown", "caption", "code", "info", "warning", "error", "text", "title",
                                        "header", "subheader", "json") for e in at.get(kind)]  # fmt: skip
-    parts += [e.value.to_string() for e in at.dataframe]
+    parts += [e.value.to_string() for e in [*at.dataframe, *at.table]]
     return "\n".join(parts)

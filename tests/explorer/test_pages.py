@@ -183,6 +183,7 @@ def test_the_playground_asks_again_beside_the_stored_reply_and_as_different_peop
     scores = frame(at, "variant", "loglikelihood", "stored loglikelihood")
     plain = scores[scores["variant"] == "plain"]
     assert list(plain["loglikelihood"]) == pytest.approx(list(plain["stored loglikelihood"]))  # reproduced
+    assert "Asked again**: 2 of 2 options score as stored" in texts(at)  # and said so
     shared_slot().idle_s = None
 
 

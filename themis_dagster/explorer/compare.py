@@ -196,7 +196,7 @@ def _comparisons(model: str, baseline: str, stored: pd.DataFrame | None, compute
         return
     drawn = chart_rows(rows)
     if not drawn.empty:
-        st.altair_chart(charts.differences(drawn))
+        st.altair_chart(charts.with_rows(charts.differences(drawn), len(drawn)))
         st.caption(
             "Dot: the difference (model − baseline); bar: its 95% CI (paired bootstrap); red: Holm-adjusted "
             "p ≤ 0.05 over every comparison of the pair."

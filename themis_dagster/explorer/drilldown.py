@@ -87,7 +87,9 @@ def _value_header(conn: Any, model: str, task: str, metric: str, subset: str | N
     )
     if subset is None and len(subsets) > 1:
         with st.expander(f"Forest plot of its {len(subsets)} subsets"):
-            st.altair_chart(charts.forest(subsets, report.ideals.get((task, metric)), metric))
+            st.altair_chart(
+                charts.with_rows(charts.forest(subsets, report.ideals.get((task, metric)), metric), len(subsets))
+            )
 
 
 def _choose(conn: Any) -> tuple[str, str, str, str | None]:
@@ -268,7 +270,7 @@ def render() -> None:
                 width="stretch",
                 key="judgments",
                 on_select="rerun",
-                selection_mode="single-row",
+                selection_mode="single-cell",
                 column_config={"reply": st.column_config.TextColumn("reply", width="large")},
             )
         if item is not None:
@@ -277,10 +279,10 @@ def render() -> None:
 
 
 def _item(conn: Any, model: str, task: str, items: list[Any]) -> Any:
-    """The item to open: the clicked row, else the one the URL names (``item``), else none."""
-    rows = getattr(getattr(st.session_state.get("judgments"), "selection", None), "rows", None) or []
-    if rows and 0 <= int(rows[0]) < len(items):
-        return items[int(rows[0])]
+    """The item to open: the clicked row (any of its cells), else the one the URL names (``item``), else none."""
+    cells = getattr(getattr(st.session_state.get("judgments"), "selection", None), "cells", None) or []
+    if cells and 0 <= int(cells[0][0]) < len(items):
+        return items[int(cells[0][0])]
     wanted = ui.param("item")
     if wanted is None:
         return None

@@ -68,16 +68,14 @@ def render_item(
         if context is not None:
             st.text("context (shared by every option):")
             st.code(context or "(empty: each option scored after the prefix token)", language=None, wrap_lines=True)
-        st.dataframe(
-            table,
-            hide_index=True,
-            key=f"options-{item.item_id}",
-            column_config={"answer": st.column_config.TextColumn("answer", width="large")},
-        )
+        st.table(table, hide_index=True)  # a few rows: plain text a reader (and a browser test) can select
         st.caption(
             "chosen: the model's answer · correct: the benchmark's label · stereotyped: the answer the metric "
             "counts as the stereotype (where the task records one)"
         )
+        scored = [r for r in item.requests if r.request_type == "loglikelihood"]
+        if scored:  # the playground scores the item's options again beside the stored logprobs
+            _ask_again(scored[0], model, task)
     for request in item.requests:
         _request(request, model, task, scored_above=table is not None and request.request_type == "loglikelihood")
     for exchange in judge_exchanges(item):
@@ -127,6 +125,11 @@ def _request(request: SentRequest, model: str, task: str, *, scored_above: bool)
                 st.code(request.reasoning, language=None, wrap_lines=True)
     if request.error:
         st.error(f"engine error: {request.error}")
+    _ask_again(request, model, task)
+
+
+def _ask_again(request: SentRequest, model: str, task: str) -> None:
+    """The link that opens the request in the playground, to send it again beside its stored answer."""
     ui.page_link(
         "playground",
         "Ask again in the playground",

@@ -174,7 +174,7 @@ def render() -> None:
                 '(docs/judges.md); until then every judged value reads "uncalibrated judge".'
             )
             return
-        st.dataframe(overview(found, labels), hide_index=True, width="stretch", key="calibrations")
+        st.table(overview(found, labels), hide_index=True)
         names = [f"{j} on {s}" for j, s in pairs]
         index = next((i for i, pair in enumerate(pairs) if pair == (wanted_judge, wanted_set)), 0)
         chosen = pairs[names.index(str(st.selectbox("Calibration", names, index=index, key="calibration")))]
@@ -184,9 +184,9 @@ def render() -> None:
         left, right = st.columns([3, 2])
         with left:
             st.subheader("Confusion matrix")
-            st.dataframe(confusion(mine, all_labels), hide_index=True, key="confusion")
+            st.table(confusion(mine, all_labels), hide_index=True)
             st.subheader("Per class")
-            st.dataframe(per_class(mine), hide_index=True, key="per-class")
+            st.table(per_class(mine), hide_index=True)
         with right:
             st.altair_chart(heatmap(mine))
         st.subheader("Texts the judge got wrong")

@@ -182,7 +182,7 @@ def _forest(report: ReportData) -> None:
     task, metric = keys[labels.index(str(chosen))]
     rows = drawable(subset_rows(report, task))
     rows = rows[rows["metric"] == metric]
-    st.altair_chart(charts.forest(rows, report.ideals.get((task, metric)), metric))
+    st.altair_chart(charts.with_rows(charts.forest(rows, report.ideals.get((task, metric)), metric), len(rows)))
 
 
 def render() -> None:

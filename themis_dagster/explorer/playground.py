@@ -44,8 +44,9 @@ FRAMINGS = {
     "I am {who}.": "I am {who}. {message}",
     "System: you are {who}.": "{message}",  # the persona in a system message, as a persona poll's chat variant asks
 }
+# Framings that put the persona in a system message before the conversation (the message itself unchanged). A
+# comment, not a string: Streamlit writes a page script's bare strings on the page ("magic").
 PERSONA_SYSTEM = {"System: you are {who}.": "You are {who}. Answer as this person would."}
-"""Framings that put the persona in a system message before the conversation (the message itself unchanged)."""
 DEFAULT_PEOPLE = "Emily, Lakisha, Greg, Jamal"  # names of the callback study (Bertrand & Mullainathan 2004)
 
 __all__ = ["redact_secrets", "render"]

@@ -225,6 +225,13 @@ def scoring_tab(spec: ModelSpec, stored: dict[str, Any] | None) -> None:
                 row["stored loglikelihood"] = stored_logprobs.get(entry["completion"].strip())
             rows.append(row)
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="score-table")
+    reproduced = [r for r in rows if r.get("stored loglikelihood") is not None and r["loglikelihood"] is not None]
+    if reproduced:  # the verdict in words: the table's numbers are drawn on a canvas
+        same = sum(abs(r["loglikelihood"] - r["stored loglikelihood"]) <= 1e-6 for r in reproduced)
+        st.markdown(
+            f"**Asked again**: {same} of {len(reproduced)} options score as stored (loglikelihood within 1e-6 of "
+            "the stored one)."
+        )
     for variant, scored in found.items():
         if isinstance(scored, str):
             continue

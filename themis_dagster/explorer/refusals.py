@@ -66,13 +66,7 @@ def render() -> None:
         ui.set_params(model=model)
         if not rates.empty:
             st.subheader("Refusal rates")
-            st.dataframe(
-                rates[rates["metric"] != MISSING],
-                hide_index=True,
-                width="stretch",
-                key="rates",
-                column_config={"judge": st.column_config.TextColumn("judge", width="large")},
-            )
+            st.table(rates[rates["metric"] != MISSING], hide_index=True)
         if not tasks:
             st.info(f"No reply of {model} was marked refused.")
             return
