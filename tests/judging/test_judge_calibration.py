@@ -203,11 +203,11 @@ def test_real_engine_default_model_as_regard_judge(
     import functools
     import time
 
+    from themis_dagster.evaluation.judging import questions
     from themis_dagster.judging.calibration_sets import load_regard
     from themis_dagster.resources import VLLMResource
-    from themis_dagster.tasks import calibration
 
-    monkeypatch.setattr(calibration, "load_regard", functools.partial(load_regard, ("dev", "test")))
+    monkeypatch.setitem(questions.PUBLISHED_SETS, "regard", functools.partial(load_regard, ("dev", "test")))
     warehouse = tmp_path / "w.duckdb"
     resources = make_resources(warehouse) | {"engine": VLLMResource()}
     instance.add_dynamic_partitions(MODELS_PARTITION, [JUDGE])
