@@ -1,12 +1,19 @@
-"""Errors every layer raises or reports: a bad configuration, named by its file and field."""
+"""Errors every layer raises or reports: a bad configuration, named by its file and field; and the base of every
+declaration read from a file, which makes an unknown key such an error instead of ignoring it."""
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class ConfigError(ValueError):
     """A configuration file is invalid; the message names the file and the field."""
+
+
+class StrictModel(BaseModel):
+    """A declaration: an unknown (misspelled) key fails validation naming it, and the values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def format_validation_error(error: ValidationError, origin: str) -> str:

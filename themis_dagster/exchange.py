@@ -2,9 +2,9 @@
 
 Tasks build requests and judge responses; engines answer them, one ``Response`` per
 ``Request`` built by the request itself (``scored``, ``generated``, ``failed``); the
-warehouse stores both. This module imports neither ``tasks`` nor ``engines`` so that each
-can depend on it without depending on the other (lm-eval's ``Instance`` plays the same
-part: one object from request to score).
+warehouse stores both, and the ``MetricValue`` rows a task computes from them. This module
+imports neither ``tasks`` nor ``engines`` so that each can depend on it without depending
+on the other (lm-eval's ``Instance`` plays the same part: one object from request to score).
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import json
 from dataclasses import KW_ONLY, dataclass, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from themis_dagster.errors import StrictModel
 
 RequestType = Literal["loglikelihood", "generate", "chat", "embedding"]
 
 ChatMessage = dict[str, str]
 
 
-class GenerationParams(BaseModel):
+class GenerationParams(StrictModel):
     """Sampling settings; greedy and seeded by default so a re-run reproduces its text."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_tokens: int = Field(default=64, ge=1, le=8192)
     temperature: float = Field(default=0.0, ge=0.0, le=5.0)
@@ -210,3 +210,16 @@ class Response:
     n_continuation_tokens: int | None = None  # loglikelihood: the scored tokens (the rest of the prompt is context)
     reasoning: str | None = None  # a reasoning model's thinking, split from ``text`` (the answer) by its vLLM parser
     n_reasoning_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class MetricValue:
+    """One metric value a task computes (``subset`` None: its headline value), with its CI and sample size; the
+    warehouse's ``metrics`` rows are these with their owners (``warehouse/read/metrics.py``' ``MetricRecord``)."""
+
+    subset: str | None
+    metric: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int

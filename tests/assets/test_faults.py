@@ -25,7 +25,7 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from tests.conftest import make_resources, requires_mirror, write_overrides
-from tests.engines.test_openai_engine import FakeServer
+from tests.engines.openai_fake import FakeServer
 from themis_dagster.assets import evaluation_assets
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine

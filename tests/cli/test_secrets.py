@@ -18,8 +18,8 @@ import yaml
 from dagster import AssetKey, DagsterInstance, materialize, serialize_value
 
 from tests.conftest import SETTINGS, requires_mirror, write_overrides
-from tests.engines.test_openai_engine import FakeServer, Reply, json_reply
-from tests.engines.test_openai_engine import fake as server  # noqa: F401 - the fixture
+from tests.engines.openai_fake import FakeServer, Reply, json_reply
+from tests.engines.openai_fake import fake as server  # noqa: F401 - the fixture
 from themis_dagster.assets import evaluation_assets, report_assets
 from themis_dagster.partitions import MODELS_PARTITION, evaluation_key
 from themis_dagster.resources import ThemisConfig, WarehouseResource

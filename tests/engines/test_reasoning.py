@@ -14,7 +14,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from tests.engines.test_openai_engine import FakeServer, Reply, fake, json_reply  # noqa: F401 - fake: the fixture
+from tests.engines.openai_fake import FakeServer, Reply, json_reply
 from themis_dagster.engines.base import Engine, EngineInfo
 from themis_dagster.engines.fingerprint import model_fingerprint
 from themis_dagster.engines.reasoning import ReasoningBudget, with_openai_reasoning
@@ -248,7 +248,7 @@ def _reasoning_server(server: FakeServer, field: str, content: str | None, finis
 
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
-def test_the_openai_engine_reads_the_reasoning_field(fake: FakeServer, field: str) -> None:  # noqa: F811
+def test_the_openai_engine_reads_the_reasoning_field(fake: FakeServer, field: str) -> None:
     _reasoning_server(fake, field, "A")
     api = _spec(source={"kind": "api", "base_url": fake.base_url, "model": "served"},
                 reasoning={"parser": "deepseek_r1", "chat_template_kwargs": {"enable_thinking": True},
@@ -264,7 +264,7 @@ def test_the_openai_engine_reads_the_reasoning_field(fake: FakeServer, field: st
     resource.release()
 
 
-def test_an_unfinished_reply_from_a_server_has_reasoning_and_no_answer(fake: FakeServer) -> None:  # noqa: F811
+def test_an_unfinished_reply_from_a_server_has_reasoning_and_no_answer(fake: FakeServer) -> None:
     _reasoning_server(fake, "reasoning_content", None, finish="length")
     api = _spec(source={"kind": "api", "base_url": fake.base_url, "model": "served"},
                 reasoning={"parser": "qwen3", "budget_tokens": 4})  # fmt: skip

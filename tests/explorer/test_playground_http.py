@@ -1,7 +1,7 @@
 """The playground on the OpenAI-compatible engine (a running vllm-server, an API model), under Streamlit's AppTest.
 
 The engine talks to the small in-process stub server of the engine's own tests
-(tests/engines/test_openai_engine.py): vLLM-like (``prompt_logprobs``, ``/tokenize``) or a
+(tests/engines/openai_fake.py): vLLM-like (``prompt_logprobs``, ``/tokenize``) or a
 chat-only API without completions, where the page says what it cannot give instead of failing.
 No engine slot is taken for either, and the API key is never shown.
 """
@@ -18,7 +18,7 @@ from dagster import DagsterInstance
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import requires_mirror
-from tests.engines.test_openai_engine import FakeServer, fake, json_reply, toy_encode  # noqa: F401 - fake: fixture
+from tests.engines.openai_fake import FakeServer, fake, json_reply, toy_encode  # noqa: F401 - fake: fixture
 from tests.explorer.apptest import TIMEOUT
 from tests.explorer.apptest import frame as _frame
 from tests.explorer.apptest import problems as _problems

@@ -37,10 +37,10 @@ from themis_dagster.registry.models import LocalSource, load_registry
 from themis_dagster.registry.weights import weights_fingerprint
 from themis_dagster.resources import FakeEngineResource, ThemisConfig, WarehouseResource
 from themis_dagster.sensors import CheckpointWatchConfig, checkpoint_sensor
+from themis_dagster.sensors.checkpoint_folders import inspect_checkpoint
 from themis_dagster.sensors.checkpoints import (
     checkpoint_run_key,
     dump_cursor,
-    inspect_checkpoint,
     parse_cursor,
     run_requests_for,
     scan_checkpoints,

@@ -26,23 +26,20 @@ from dagster import (
     MaterializeResult,
     MetadataValue,
     OpExecutionContext,
-    asset,
     job,
     op,
 )
 from pydantic import Field
 
-from themis_dagster import __version__
 from themis_dagster.assets.evaluation import bias_metrics
-from themis_dagster.assets.factory import ROW_COUNT, AssetResult
+from themis_dagster.assets.factory import ROW_COUNT, AssetResult, comparison_asset
 from themis_dagster.assets.metadata import preview
 from themis_dagster.comparisons.gates import load_gates
 from themis_dagster.comparisons.store import clear_parent_comparisons, judgments_of, run_comparisons
-from themis_dagster.partitions import evaluation_partitions, model_and_task
+from themis_dagster.partitions import model_and_task
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.warehouse.read.comparisons import common_tasks, task_trend
 
-COMPARISONS_GROUP = "comparisons"
 GATE_CHECK = "no_regression_vs_parent"
 GATE_TAG = "themis/gate"
 
@@ -61,11 +58,7 @@ def _trend(conn: Any, model: str, task: str) -> MetadataValue:
     return preview(marked, rows=200)
 
 
-@asset(
-    partitions_def=evaluation_partitions,
-    group_name=COMPARISONS_GROUP,
-    kinds={"duckdb"},
-    code_version=__version__,
+@comparison_asset(
     deps=[bias_metrics],
     description="The model against its registered parent on this task: paired differences, CIs, tests, Holm.",
     check_specs=[

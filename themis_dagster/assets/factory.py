@@ -8,7 +8,7 @@ own: its description, upstream assets, engine kind and checks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from dagster import AssetCheckSpec, AssetDep, AssetsDefinition, MaterializeResult, PartitionsDefinition, asset
@@ -19,6 +19,7 @@ from themis_dagster.partitions import evaluation_partitions
 from themis_dagster.runs.pools import ENGINE_POOL
 
 EVALUATION_GROUP = "evaluation"
+COMPARISONS_GROUP = "comparisons"
 REPORTS_GROUP = "reports"
 ROW_COUNT = "dagster/row_count"  # Dagster's own row-count metadata key (shown in the UI's table view)
 
@@ -82,6 +83,21 @@ def evaluation_asset(
         )(compute)
 
     return decorate
+
+
+def comparison_asset(
+    *,
+    description: str,
+    deps: Iterable[AssetsDefinition | AssetDep],
+    check_specs: Sequence[AssetCheckSpec] | None = None,
+) -> AssetDecorator:
+    """A paired comparison within one model x task partition of the chain (the model against its parent, a variant
+    against its task), after the partition's metrics."""
+    return asset(
+        partitions_def=evaluation_partitions,
+        **_declared(COMPARISONS_GROUP, ("duckdb",), deps, description),
+        check_specs=check_specs,
+    )
 
 
 def report_asset(

@@ -10,26 +10,19 @@ docs/counterfactuals.md.
 """
 
 import polars as pl
-from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue
 
-from themis_dagster import __version__
 from themis_dagster.assets.evaluation import bias_metrics
-from themis_dagster.assets.factory import ROW_COUNT, AssetResult
+from themis_dagster.assets.factory import ROW_COUNT, AssetResult, comparison_asset
 from themis_dagster.comparisons.perturbation_store import effects_in_warehouse, store_effects
 from themis_dagster.evaluation.variants import variant_perturbation
-from themis_dagster.partitions import evaluation_partitions, model_and_task
+from themis_dagster.partitions import model_and_task
 from themis_dagster.resources import ThemisConfig, WarehouseResource
 from themis_dagster.warehouse.read.catalog import evaluated_tasks
 from themis_dagster.warehouse.read.comparisons import perturbation_effect_frame
 
-COMPARISONS_GROUP = "comparisons"
 
-
-@asset(
-    partitions_def=evaluation_partitions,
-    group_name=COMPARISONS_GROUP,
-    kinds={"duckdb"},
-    code_version=__version__,
+@comparison_asset(
     deps=[bias_metrics],
     description="A variant partition against its original task: each headline metric's paired effect, Holm.",
 )

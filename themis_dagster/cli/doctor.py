@@ -130,7 +130,7 @@ def check_versions(report: Report) -> None:
 
 
 def check_compile_cache(report: Report) -> None:
-    from themis_dagster.engines.vllm.engine import compile_cache_root
+    from themis_dagster.engines.vllm.startup import compile_cache_root
 
     root = compile_cache_root()
     state = _size(root) if root.exists() else "empty: the first engine load compiles the model (1-2 min on a CPU)"

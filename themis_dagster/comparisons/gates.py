@@ -19,9 +19,9 @@ import os
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.loader import load_task, task_names
 from themis_dagster.tasks.measures import paired_metrics
@@ -29,28 +29,24 @@ from themis_dagster.tasks.measures import paired_metrics
 DEFAULT_GATES_FILE = PROJECT_ROOT / "data" / "gates.yaml"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GateDefaults(_Strict):
+class GateDefaults(StrictModel):
     margin: float = Field(default=0.02, ge=0.0, description="Distance from the ideal that counts as a regression.")
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0, description="Family-wise level, on Holm's p_adjusted.")
 
 
-class GateEntry(_Strict):
+class GateEntry(StrictModel):
     task: str
     metric: str
     margin: float | None = Field(default=None, ge=0.0)
     alpha: float | None = Field(default=None, gt=0.0, lt=1.0)
 
 
-class GatesFile(_Strict):
+class GatesFile(StrictModel):
     defaults: GateDefaults = GateDefaults()
     gates: list[GateEntry] = Field(default_factory=list)
 
 
-class Gate(_Strict):
+class Gate(StrictModel):
     """One gate with its defaults applied and the metric's ideal and direction from the task."""
 
     task: str

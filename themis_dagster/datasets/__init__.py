@@ -16,9 +16,9 @@ from functools import cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
 from themis_dagster.settings import FAMILIES_DIR, family_sections
 
 CATALOG_DIR = Path(__file__).resolve().parent
@@ -29,15 +29,13 @@ class DatasetNotFoundError(FileNotFoundError):
     """No mirror, cache or download produced the file; the message says where it looked."""
 
 
-class CatalogFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class CatalogFile(StrictModel):
     mirror: str
     url: str
     sha256: str | None = None
 
 
-class CatalogDataset(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class CatalogDataset(StrictModel):
     license: str
     homepage: str
     files: dict[str, CatalogFile]

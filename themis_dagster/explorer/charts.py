@@ -76,6 +76,14 @@ def models_dot_ci(frame: pd.DataFrame) -> Drawn:
     return cast(Drawn, layered.facet(row=row, spacing=2).resolve_scale(x="independent"))
 
 
+def _ideal_rule(ideal: float | None, axis: str) -> list[alt.Chart]:
+    """The declared ideal as a dashed rule across ``axis`` ("x" or "y"); none where no ideal is declared."""
+    if ideal is None:
+        return []
+    rule = alt.Chart(pd.DataFrame({"ideal": [ideal]})).mark_rule(color="#1565c0", strokeDash=[4, 3])
+    return [rule.encode(**{axis: "ideal:Q"})]
+
+
 def forest(frame: pd.DataFrame, ideal: float | None, title: str = "") -> Drawn:
     """A forest plot of one metric's subsets: a row per ``subset``, dot and CI on one shared axis, the ideal a
     vertical rule. Columns: subset, value, ci_low, ci_high, tone, shown, ci, n."""
@@ -89,14 +97,9 @@ def forest(frame: pd.DataFrame, ideal: float | None, title: str = "") -> Drawn:
         color=alt.Color("tone:N", scale=_tone_scale(), legend=None),
         tooltip=tooltip,
     )
-    layers: list[alt.Chart] = [bars, dots]
-    if ideal is not None:
-        layers.append(
-            alt.Chart(pd.DataFrame({"ideal": [ideal]}))
-            .mark_rule(color="#1565c0", strokeDash=[4, 3])
-            .encode(x="ideal:Q")
-        )
-    return alt.layer(*layers).properties(width=WIDTH + 180, height=max(60, ROW * len(frame)))
+    return alt.layer(bars, dots, *_ideal_rule(ideal, "x")).properties(
+        width=WIDTH + 180, height=max(60, ROW * len(frame))
+    )
 
 
 def differences(frame: pd.DataFrame) -> Drawn:
@@ -136,14 +139,7 @@ def trend(frame: pd.DataFrame, ideal: float | None, x_title: str = "checkpoint s
     line = base.mark_line(point=True).encode(
         y="value:Q", tooltip=["model:N", "step:Q", alt.Tooltip("value:Q", format=".4f")]
     )
-    layers: list[alt.Chart] = [band, line]
-    if ideal is not None:
-        layers.append(
-            alt.Chart(pd.DataFrame({"ideal": [ideal]}))
-            .mark_rule(color="#1565c0", strokeDash=[4, 3])
-            .encode(y="ideal:Q")
-        )
-    return alt.layer(*layers).properties(width=WIDTH + 180, height=220)
+    return alt.layer(band, line, *_ideal_rule(ideal, "y")).properties(width=WIDTH + 180, height=220)
 
 
 def with_rows(chart: Drawn, rows: int) -> Drawn:

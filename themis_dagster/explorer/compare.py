@@ -23,21 +23,6 @@ from themis_dagster.explorer import charts, data, ui
 from themis_dagster.explorer.formatting import plain
 from themis_dagster.registry.models import ModelSpec
 
-DIFFERENCE_COLUMNS = [
-    "task",
-    "subset",
-    "metric",
-    "value",
-    "baseline_value",
-    "difference",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "p_adjusted",
-    "n_pairs",
-    "test",
-]
-
 
 def default_pair(conn: duckdb.DuckDBPyConnection, models: list[str], registry: dict[str, ModelSpec]) -> str:
     """The model to show first: one whose baseline (registry parent, previous checkpoint) is evaluated too."""
@@ -137,19 +122,15 @@ def _pick(conn: duckdb.DuckDBPyConnection, registry: dict[str, ModelSpec]) -> tu
     models = data.evaluated_models(conn)
     if len(models) < 2:
         ui.fail("Only one model has results: there is nothing to compare it with.", data.FILL_HINT)
-    wanted = ui.param("model")
-    if wanted is not None:
-        data.check_model(conn, ui.valid_model_id(wanted))
+    wanted = ui.evaluated_model_param(conn)
     cols = st.columns(2)
     with cols[0]:
         model = ui.choose("Model", models, wanted or default_pair(conn, models, registry), key="model", name="model")
     spec = registry.get(model)
     default = data.default_baseline(conn, model, spec.parent if spec else None)
-    wanted_baseline = ui.param("baseline")
-    if wanted_baseline is not None:
-        data.check_model(conn, ui.valid_model_id(wanted_baseline))
-        if wanted_baseline == model:
-            ui.fail(f"{model} cannot be compared with itself: choose another baseline.")
+    wanted_baseline = ui.evaluated_model_param(conn, "baseline")
+    if wanted_baseline == model:
+        ui.fail(f"{model} cannot be compared with itself: choose another baseline.")
     others = [m for m in models if m != model]
     preset = wanted_baseline or (default if default in others else None)
     with cols[1]:

@@ -93,9 +93,7 @@ def _value_header(conn: Any, model: str, task: str, metric: str, subset: str | N
 
 
 def _choose(conn: Any) -> tuple[str, str, str, str | None]:
-    wanted_model = ui.param("model")
-    if wanted_model is not None:
-        data.check_model(conn, ui.valid_model_id(wanted_model))
+    wanted_model = ui.evaluated_model_param(conn)
     top = st.columns(4)
     with top[0]:
         model = ui.choose("Model", data.evaluated_models(conn), wanted_model, key="model", name="model")

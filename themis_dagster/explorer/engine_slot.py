@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from themis_dagster.engines.base import Engine
 from themis_dagster.registry.models import ModelSpec
@@ -110,6 +110,15 @@ class Loading:
     model: str
     phase: str
     started: float
+
+
+class Waiting(TypedDict, total=False):
+    """How a request waits for the engine pool (:meth:`EngineSlot.engine`'s keywords): for at most ``wait_s``
+    seconds, told once through ``on_wait``, polling with ``sleep``."""
+
+    wait_s: float
+    on_wait: Callable[[str], None] | None
+    sleep: Callable[[float], None]
 
 
 class EngineSlot:
@@ -265,17 +274,10 @@ class EngineSlot:
         self._held = _Held(spec.id, resource, engine, claimed, time.monotonic(), load_s)
         return self._held
 
-    def preload(
-        self,
-        spec: ModelSpec,
-        settings: Settings,
-        *,
-        wait_s: float = 30.0,
-        on_wait: Callable[[str], None] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        """Make ``spec``'s engine warm without asking it anything (the page follows ``loading`` meanwhile)."""
-        with self.engine(spec, settings, wait_s=wait_s, on_wait=on_wait, sleep=sleep):
+    def preload(self, spec: ModelSpec, settings: Settings, **waiting: Unpack[Waiting]) -> None:
+        """Make ``spec``'s engine warm without asking it anything (the page follows ``loading`` meanwhile); it waits
+        for the engine pool as :meth:`engine` does."""
+        with self.engine(spec, settings, **waiting):
             pass
 
     def warm(self) -> dict[str, Any] | None:

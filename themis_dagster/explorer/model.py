@@ -10,6 +10,7 @@ it no verdict. Every value links to the items behind it (``?model=...``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -19,7 +20,7 @@ from themis_dagster.explorer import browse, charts, data, ui
 from themis_dagster.explorer.formatting import MISSING, percent
 from themis_dagster.explorer.values import drawable, value_rows
 from themis_dagster.reports.data import ReportData
-from themis_dagster.reports.reply_outcomes import is_reply_outcome, reply_outcomes
+from themis_dagster.reports.reply_outcomes import ReplyOutcomes, is_reply_outcome, reply_outcomes
 from themis_dagster.reports.summary import FAMILIES, benchmark_family, is_mark
 from themis_dagster.tasks.family import settings_metrics
 
@@ -34,6 +35,31 @@ def _config(frame: pd.DataFrame) -> dict[str, Any]:
     config: dict[str, Any] = {name: st.column_config.TextColumn(name, width=w) for name, w in WIDTHS.items()}
     config["replies"] = LINK
     return {name: column for name, column in config.items() if name in frame.columns}
+
+
+SHOWN_AS = {"shown": "value", "ci": "95% CI", "ideal_shown": "ideal"}
+"""``value_rows``' columns under the names the tables show them by."""
+
+
+def _table(
+    rows: pd.DataFrame, columns: list[str], shares: Sequence[ReplyOutcomes | None], **after: Any
+) -> pd.DataFrame:
+    """``columns`` of ``rows`` as a table shows them, the ``refused`` and ``unfinished`` shares of each row's replies
+    (``shares``, None: not known) beside them, then ``after``; the share columns dropped where no row has one (no
+    generation task: no reply shares)."""
+    frame = (
+        rows[columns]
+        .rename(columns=SHOWN_AS)
+        .assign(
+            refused=[share.refused_text if share else MISSING for share in shares],
+            unfinished=[share.unfinished_text if share else MISSING for share in shares],
+            **after,
+        )
+        .reset_index(drop=True)
+    )
+    if set(frame["refused"]) | set(frame["unfinished"]) == {MISSING}:
+        return frame.drop(columns=["refused", "unfinished"])
+    return frame
 
 
 def summary_tables(report: ReportData, answered: bool = False) -> list[tuple[str, int, pd.DataFrame, pd.DataFrame]]:
@@ -56,26 +82,12 @@ def summary_tables(report: ReportData, answered: bool = False) -> list[tuple[str
         if members.empty:
             continue
         shares = [outcomes.get((task, None)) for task in members["task"]]
-        frame = pd.DataFrame(
-            {
-                "task": members["task"],
-                "metric": members["metric"],
-                "value": members["shown"],
-                "95% CI": members["ci"],
-                "ideal": members["ideal_shown"],
-                "verdict": members["verdict"],
-                "rank": members["rank"],
-                "n": members["n"],
-                "refused": [share.refused_text if share else MISSING for share in shares],
-                "unfinished": [share.unfinished_text if share else MISSING for share in shares],
-                "replies": [
-                    ui.href("drilldown", model=report.model, task=t, metric=m)
-                    for t, m in zip(members["task"], members["metric"], strict=True)
-                ],
-            }
-        ).reset_index(drop=True)
-        if set(frame["refused"]) | set(frame["unfinished"]) == {MISSING}:  # no generation task: no reply shares
-            frame = frame.drop(columns=["refused", "unfinished"])
+        links = [
+            ui.href("drilldown", model=report.model, task=t, metric=m)
+            for t, m in zip(members["task"], members["metric"], strict=True)
+        ]
+        columns = ["task", "metric", "shown", "ci", "ideal_shown", "verdict", "rank", "n"]
+        frame = _table(members, columns, shares, replies=links)
         judged = members[members["judge"].str.len() > 0]
         judges = pd.DataFrame(
             {"task": judged["task"], "metric": judged["metric"], "judge": judged["judge"],
@@ -106,27 +118,14 @@ def subset_table(report: ReportData, task: str, answered: bool = False) -> pd.Da
         rows = rows[~rows["answered"]]
     outcomes = reply_outcomes(report.subsets, report.judged)
     shares = [outcomes.get((task, subset)) for subset in rows["subset"]]
-    frame = pd.DataFrame(
-        {
-            "metric": rows["metric"],
-            "subset": rows["subset"],
-            "value": rows["shown"],
-            "95% CI": rows["ci"],
-            "verdict": rows["verdict"],
-            "n": rows["n"],
-            "refused": [share.refused_text if share else MISSING for share in shares],
-            "unfinished": [share.unfinished_text if share else MISSING for share in shares],
-            "corrected": rows["corrected"],
-            "replies": [
-                ui.href("drilldown", model=report.model, task=task, metric=m, subset=s)
-                for m, s in zip(rows["metric"], rows["subset"], strict=True)
-            ],
-        }
-    ).reset_index(drop=True)
+    links = [
+        ui.href("drilldown", model=report.model, task=task, metric=m, subset=s)
+        for m, s in zip(rows["metric"], rows["subset"], strict=True)
+    ]
+    columns = ["metric", "subset", "shown", "ci", "verdict", "n"]
+    frame = _table(rows, columns, shares, corrected=rows["corrected"], replies=links)
     if not frame["corrected"].str.len().any():
         frame = frame.drop(columns=["corrected"])
-    if set(frame["refused"]) | set(frame["unfinished"]) == {MISSING}:
-        frame = frame.drop(columns=["refused", "unfinished"])
     return frame
 
 
@@ -190,10 +189,7 @@ def render() -> None:
     ui.header("Model")
     with ui.warehouse() as conn:
         models = data.evaluated_models(conn)
-        wanted = ui.param("model")
-        if wanted is not None:
-            data.check_model(conn, ui.valid_model_id(wanted))
-        model = ui.choose("Model", models, wanted, key="model", name="model")
+        model = ui.choose("Model", models, ui.evaluated_model_param(conn), key="model", name="model")
         ui.set_params(model=model)
         report = data.model_report(conn, model)
         refusals = data.refusals(conn, model)

@@ -251,11 +251,7 @@ def render() -> None:
     models = ui.registry()
     if not models:
         ui.fail("No registered model: declare one in data/models.yaml (README, Models).")
-    wanted = ui.param("model")
-    if wanted is not None:
-        ui.valid_model_id(wanted)
-        if wanted not in models:
-            ui.fail(f"unknown model {wanted!r}: it is not in the model registry ({', '.join(list(models)[:20])})")
+    wanted = ui.registered_model_param(models)
     model = ui.choose("Model", list(models), wanted, key="model", name="model")
     ui.set_params(model=model)
     spec = models[model]

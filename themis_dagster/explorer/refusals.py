@@ -48,10 +48,7 @@ def render() -> None:
     ui.header("Refusals", "Every reply the refusal detector (or a task's refusal judge) marked refused, and why.")
     with ui.warehouse() as conn:
         models = data.evaluated_models(conn)
-        wanted = ui.param("model")
-        if wanted is not None:
-            data.check_model(conn, ui.valid_model_id(wanted))
-        model = ui.choose("Model", models, wanted, key="model", name="model")
+        model = ui.choose("Model", models, ui.evaluated_model_param(conn), key="model", name="model")
         tasks = refusal_tasks(conn, model)
         rates = data.refusals(conn, model)
         judges = {

@@ -120,11 +120,7 @@ def render() -> None:
     models = ui.registry()
     from themis_dagster.tasks.loader import task_names
 
-    wanted = ui.param("model")
-    if wanted is not None:
-        ui.valid_model_id(wanted)
-        if wanted not in models:
-            ui.fail(f"unknown model {wanted!r}: it is not in the model registry ({', '.join(list(models)[:20])})")
+    wanted = ui.registered_model_param(models)
     with st.form("launch"):
         model = ui.choose("Registered model", list(models), wanted, key="launch-model", name="model")
         tasks = st.multiselect("Tasks", task_names(), key="launch-tasks")

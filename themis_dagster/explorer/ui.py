@@ -83,6 +83,26 @@ def valid_model_id(model: str) -> str:
         fail(str(error))
 
 
+def evaluated_model_param(conn: duckdb.DuckDBPyConnection, name: str = "model") -> str | None:
+    """The query parameter ``name`` (a model id), checked: a malformed id or a model the warehouse has no results for
+    stops the page naming it (None: not given)."""
+    wanted = param(name)
+    if wanted is not None:
+        data.check_model(conn, valid_model_id(wanted))
+    return wanted
+
+
+def registered_model_param(models: Mapping[str, ModelSpec]) -> str | None:
+    """The ``model`` query parameter, checked: a malformed id or a model not in the registry ``models`` stops the
+    page naming it (None: not given)."""
+    wanted = param("model")
+    if wanted is not None:
+        valid_model_id(wanted)
+        if wanted not in models:
+            fail(f"unknown model {wanted!r}: it is not in the model registry ({', '.join(list(models)[:20])})")
+    return wanted
+
+
 def require_warehouse() -> Path:
     """The warehouse path if it holds results; otherwise a page that says what is wrong and how to fill it."""
     target = settings().warehouse

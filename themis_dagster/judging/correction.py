@@ -11,15 +11,17 @@ correction (a judge no better than chance) otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from themis_dagster.stats import DEFAULT_CONFIDENCE, Estimate
-from themis_dagster.stats.misclassification import GroupCorrection, widened_interval
+from themis_dagster.stats import DEFAULT_CONFIDENCE, Estimate, Resampling
+from themis_dagster.stats.misclassification import GroupCorrection, corrected_shares_by_group, widened_interval
 
 UNCALIBRATED = "uncalibrated judge"
+Interval = tuple[float, float | None, float | None]
+"""A corrected estimate: (value, CI low, CI high)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def corrected(
     metric: str,
     value: float | None,
     calibration: JudgeCalibration,
-    estimate: tuple[float, float | None, float | None],
+    estimate: Interval,
 ) -> JudgedValue:
     """A judged value with its corrected ``estimate`` (value, CI low, CI high)."""
     kappa = calibration.kappa or Estimate(None, None, None, 0)
@@ -85,9 +87,53 @@ def corrected(
     )  # fmt: skip
 
 
-def interval(
-    replicates: np.ndarray, value: float, confidence: float = DEFAULT_CONFIDENCE
-) -> tuple[float, float | None, float | None]:
+def judged_value(
+    subset: str | None,
+    metric: str,
+    judge: str,
+    value: float | None,
+    calibration: JudgeCalibration,
+    estimate: Interval | None,
+    note: str,
+) -> JudgedValue:
+    """``value`` with its corrected ``estimate`` (:func:`corrected`), or as judged with ``note`` saying why there is
+    none (:func:`uncorrected`)."""
+    if estimate is None:
+        return uncorrected(subset, metric, judge, value, calibration, note)
+    return corrected(subset, metric, value, calibration, estimate)
+
+
+def corrected_values(
+    rows: Sequence[tuple[str | None, str, float | None]],
+    judge: str,
+    calibration: JudgeCalibration | None,
+    slices: Mapping[str, Sequence[str]],
+    estimate: Callable[[GroupCorrection, str | None, str], Interval | None],
+    *,
+    resampling: Resampling,
+    empty: str,
+) -> list[JudgedValue]:
+    """Each of ``rows`` (subset, metric, value as the task computed it) beside its judge and corrected for the
+    judge's errors on ``calibration``.
+
+    The judge's labels of each slice (``slices``) are corrected together by inverting its confusion matrix
+    (``stats.misclassification.corrected_shares_by_group``); ``estimate(correction, subset, metric)`` reads a
+    row's corrected value and CI from them. Without a calibration every row is "uncalibrated judge"; a row
+    without an estimate carries the correction's refusal (a judge no better than chance), else ``empty``.
+    """
+    if calibration is None:
+        return [uncorrected(subset, metric, judge, value, None, UNCALIBRATED) for subset, metric, value in rows]
+    correction = corrected_shares_by_group(
+        slices, calibration.human, calibration.judged, calibration.labels, resampling=resampling
+    )
+    out = []
+    for subset, metric, value in rows:
+        found = None if correction.reason else estimate(correction, subset, metric)
+        out.append(judged_value(subset, metric, judge, value, calibration, found, correction.reason or empty))
+    return out
+
+
+def interval(replicates: np.ndarray, value: float, confidence: float = DEFAULT_CONFIDENCE) -> Interval:
     """(value, low, high): the percentile interval of the replicates, widened to hold the value (None: none)."""
     low, high = widened_interval(replicates, value, confidence)
     return value, low, high
@@ -95,7 +141,7 @@ def interval(
 
 def share(
     correction: GroupCorrection, group: str, label: str, confidence: float = DEFAULT_CONFIDENCE
-) -> tuple[float, float | None, float | None] | None:
+) -> Interval | None:
     """Group ``group``'s corrected share of ``label`` with its CI (None: the group has no judged items)."""
     if group not in correction.point:
         return None

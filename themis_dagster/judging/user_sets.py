@@ -14,20 +14,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from themis_dagster.errors import ConfigError
+from themis_dagster.errors import ConfigError, StrictModel
 from themis_dagster.judging.calibration_sets import CalibrationSet, load_csv_calibration_set
 
 
-class DeclaredCsvSet(BaseModel):
+class DeclaredCsvSet(StrictModel):
     """One user calibration set: a CSV with a header, the judge question it checks, its labels, source and licence.
 
     ``path`` is read relative to the declaration file's folder; ``label_names`` renames the file's
     labels (``{"1": "toxic"}``) before they are checked against ``labels``.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=r"^[a-z0-9_]{1,48}$", description="The partition key: lower-case, digits, underscores.")
     task: str = Field(min_length=1, description="The task whose judge is checked (e.g. bold).")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from themis_dagster.settings import PROJECT_ROOT
+from themis_dagster.tasks.dataset_files import task_file
 from themis_dagster.tasks.spec import TaskInputs
 
 if TYPE_CHECKING:
@@ -69,13 +70,7 @@ def project_path(path: str | Path) -> Path:
 def resolve_data_file(dataset: str, name: str, files: Mapping[str, Path], inputs: TaskInputs | None = None) -> Path:
     """The file the asset already resolved (``files``), else the resolver's mirror or cache copy (``inputs``'
     directories; never downloaded)."""
-    if name in files:
-        return Path(files[name]).resolve()
-    from themis_dagster.datasets import resolve_file
-
-    datasets_dir, cache_dir = (inputs or TaskInputs()).directories()
-    resolved = resolve_file(dataset, name, datasets_dir=datasets_dir, cache_dir=cache_dir, allow_download=False)
-    return resolved.path.resolve()
+    return Path(task_file(dataset, name, files, inputs, allow_download=False)).resolve()
 
 
 def _folder_files(folder: Path) -> list[Path]:

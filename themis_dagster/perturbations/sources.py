@@ -10,26 +10,25 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from themis_dagster.datasets import resolve_file, sha256_file
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
 from themis_dagster.perturbations.pairs import PairList, RawPair, is_word, resolve_pairs
 from themis_dagster.perturbations.pronouns import PRONOUNS
 
 LISTS_FILE = Path(__file__).with_name("lists.yaml")
 
 
-class ListFile(BaseModel):
+class ListFile(StrictModel):
     """One catalogue file of a list and how it reads (see lists.yaml)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     dataset: str
     file: str
@@ -47,26 +46,20 @@ class ListFile(BaseModel):
         return self
 
 
-class ListDeclaration(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ListDeclaration(StrictModel):
     description: str
     classes: tuple[str, str]
     pronouns: bool = False
     files: list[ListFile] = Field(min_length=1)
 
 
-class DescriptorSource(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class DescriptorSource(StrictModel):
     dataset: str
     file: str
 
 
-class GroupsDeclaration(BaseModel):
+class GroupsDeclaration(StrictModel):
     """Names in several groups, read from one CSV (see lists.yaml)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     description: str
     dataset: str
@@ -76,9 +69,7 @@ class GroupsDeclaration(BaseModel):
     align: str | None = None
 
 
-class ListsFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ListsFile(StrictModel):
     lists: dict[str, ListDeclaration]
     groups: dict[str, GroupsDeclaration] = Field(default_factory=dict)
     descriptors: DescriptorSource
@@ -107,6 +98,16 @@ class Mirror:
             dataset, name, datasets_dir=self.datasets_dir, cache_dir=self.cache_dir, allow_download=self.allow_download
         )
         return found.path.read_text(encoding="utf-8"), found.sha256
+
+
+Declaration = TypeVar("Declaration")
+
+
+def _declared(declared: Mapping[str, Declaration], name: str, what: str) -> Declaration:
+    """The declaration of ``name`` in lists.yaml; ``KeyError`` listing the declared names for any other."""
+    if name not in declared:
+        raise KeyError(f"unknown {what} {name!r}; known: {', '.join(sorted(declared))}")
+    return declared[name]
 
 
 def _pair_lines(spec: ListFile, classes: tuple[str, str], text: str) -> list[RawPair]:
@@ -154,10 +155,7 @@ def load_list(name: str, mirror: Mirror) -> PairList:
 
 @cache
 def _load_list(name: str, mirror: Mirror) -> PairList:
-    declared = declared_lists().lists
-    if name not in declared:
-        raise KeyError(f"unknown word list {name!r}; known: {', '.join(sorted(declared))}")
-    declaration = declared[name]
+    declaration = _declared(declared_lists().lists, name, "word list")
     raw: list[RawPair] = []
     hashes: dict[str, str] = {}
     for spec in declaration.files:
@@ -238,10 +236,7 @@ def load_groups(name: str, mirror: Mirror) -> NameGroups:
 
 @cache
 def _load_groups(name: str, mirror: Mirror) -> NameGroups:
-    declared = declared_lists().groups
-    if name not in declared:
-        raise KeyError(f"unknown name groups {name!r}; known: {', '.join(sorted(declared))}")
-    spec = declared[name]
+    spec = _declared(declared_lists().groups, name, "name groups")
     text, sha256 = mirror.read(spec.dataset, spec.file)
     runs: dict[str, dict[str, list[str]]] = {}
     for row in csv.DictReader(io.StringIO(text)):

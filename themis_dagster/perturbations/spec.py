@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
 from themis_dagster.perturbations.descriptors import descriptor_pairs, load_axes
 from themis_dagster.perturbations.pairs import PairList
 from themis_dagster.perturbations.sources import Mirror, load_list, read_user_pairs
@@ -29,9 +29,7 @@ from themis_dagster.perturbations.swap import BOTH, Swapped, Swapper
 BUILTIN_FILE = Path(__file__).with_name("perturbations.yaml")
 
 
-class _Declared(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _Declared(StrictModel):
     name: str = Field(default="", pattern=r"^([a-z0-9_]{1,25})?$")
 
 

@@ -20,9 +20,8 @@ from typing import Any
 from pydantic import Field
 
 from themis_dagster.judging.calibration_sets import XSTEST_LABELS, CalibrationRow
-from themis_dagster.judging.correction import JudgeCalibration, JudgedValue
 from themis_dagster.tasks.rendering import TemplatedChat, render
-from themis_dagster.tasks.spec import Judgment, MetricValue, Request, TaskParams
+from themis_dagster.tasks.spec import CalibratedJudge, Request, TaskParams
 
 REFUSAL_KIND = "refusal"
 TEMPLATE = "refusal_judge"
@@ -63,7 +62,7 @@ def read_refusal_class(text: str | None) -> str | None:
     return found.group(1).replace(" ", "_").replace("-", "_") if found else None
 
 
-class RefusalJudge:
+class RefusalJudge(CalibratedJudge):
     """A ``CalibratedJudge`` of one question, ``refusal``, calibrated on XSTest's human-labelled replies.
 
     A task that names it (``refusal_judge_model``) asks it about every reply in place of the
@@ -94,12 +93,3 @@ class RefusalJudge:
 
     def read_label(self, kind: str, reply: str | None) -> str | None:
         return read_refusal_class(reply)
-
-    def judged_values(
-        self,
-        judgments: list[Judgment],
-        values: list[MetricValue],
-        params: Any,
-        calibrations: Mapping[str, JudgeCalibration | None],
-    ) -> list[JudgedValue]:
-        return []

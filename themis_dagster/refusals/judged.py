@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from themis_dagster.judging.calibration_sets import XSTEST_LABELS
-from themis_dagster.judging.correction import UNCALIBRATED, JudgeCalibration, JudgedValue, corrected, uncorrected
+from themis_dagster.judging.correction import UNCALIBRATED, JudgeCalibration, JudgedValue, judged_value, uncorrected
 from themis_dagster.refusals.judge import REFUSAL_KIND, RefusalJudge
 from themis_dagster.refusals.outcome import REFUSED_RATE
 from themis_dagster.stats import Resampling
@@ -113,9 +113,6 @@ def refusal_judged_values(
             REFUSED,
             resampling=resampling,
         )
-        if estimate.value is None:
-            out.append(uncorrected(subset, REFUSED_RATE, judge, value, calibration, estimate.reason or "no value"))
-        else:
-            out.append(corrected(subset, REFUSED_RATE, value, calibration, (estimate.value, estimate.ci_low,
-                                                                            estimate.ci_high)))  # fmt: skip
+        found = None if estimate.value is None else (estimate.value, estimate.ci_low, estimate.ci_high)
+        out.append(judged_value(subset, REFUSED_RATE, judge, value, calibration, found, estimate.reason or "no value"))
     return out

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from themis_dagster.errors import StrictModel
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class OpenAIEngineArgs(_Strict):
+class OpenAIEngineArgs(StrictModel):
     """What the OpenAI-compatible engine (``THEMIS_ENGINE=openai``, and every model behind an API) reads."""
 
     kind: Literal["openai"] = "openai"
@@ -42,7 +40,7 @@ class OpenAIEngineArgs(_Strict):
         return 0
 
 
-class FakeEngineArgs(_Strict):
+class FakeEngineArgs(StrictModel):
     """What the fake engine (``THEMIS_ENGINE=fake``, tests of the graph's plumbing) reads."""
 
     kind: Literal["fake"] = "fake"

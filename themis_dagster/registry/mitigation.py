@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from themis_dagster.errors import StrictModel
 
 Stage = Literal["pre-processing", "in-processing", "post-processing"]
 
@@ -21,11 +23,7 @@ Stage = Literal["pre-processing", "in-processing", "post-processing"]
 MAX_BIAS = 100.0
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SystemPrompt(_Strict):
+class SystemPrompt(StrictModel):
     """Pre-processing: a system prompt put before every request.
 
     Chat requests get it as a leading ``system`` message (joined to a system message the task
@@ -38,7 +36,7 @@ class SystemPrompt(_Strict):
     separator: str = "\n\n"
 
 
-class InstructionTemplate(_Strict):
+class InstructionTemplate(StrictModel):
     """Pre-processing: the user's text rewritten by a template, e.g. an instruction prefix.
 
     ``template`` must contain ``{text}`` exactly once; it wraps the last user message of a chat
@@ -57,7 +55,7 @@ class InstructionTemplate(_Strict):
         return value
 
 
-class LogitBias(_Strict):
+class LogitBias(StrictModel):
     """In-processing: a bias added to chosen tokens' logits at every decoding step.
 
     Applied through vLLM's built-in logit-bias logits processor (``SamplingParams.logit_bias``;
@@ -90,7 +88,7 @@ class LogitBias(_Strict):
         return self
 
 
-class ReplyFilter(_Strict):
+class ReplyFilter(StrictModel):
     """Post-processing: every match of ``pattern`` in a generated reply replaced by ``replacement``.
 
     Runs on the engine's text before it is stored and judged; the engine's own text is lost

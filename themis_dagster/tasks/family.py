@@ -25,10 +25,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from themis_dagster.datasets import CatalogDataset
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
 from themis_dagster.perturbations import parse_perturbations
 from themis_dagster.settings import FAMILIES_DIR
 from themis_dagster.tasks.declaration import read_yaml_mapping
@@ -47,14 +47,12 @@ SizeKind = Literal["run", "engine_test", "reasoning_test", "refusal_test"]
 ExtensionPoint = Literal["assets", "dataset_inputs"]
 
 
-class TaskSizes(BaseModel):
+class TaskSizes(StrictModel):
     """One task's parameters (overrides of its task file's ``params``) for a run profile, by who uses them.
 
     Absent: the task is not part of that profile. ``{}``: part of it at its task file's sizes. A profile's
     ``perturbations`` declare the task's variants in it (``tasks/variants.py``), checked when the family loads.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     run: dict[str, Any] | None = Field(
         default=None, description="make run (data/run_profiles/default.yaml, written from these by make)"
@@ -70,19 +68,15 @@ class TaskSizes(BaseModel):
     )
 
 
-class JudgeQuestionSpec(BaseModel):
+class JudgeQuestionSpec(StrictModel):
     """A judge question of one of the family's tasks (``evaluation/judging/questions.py``'s ``JudgeQuestion``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     task: str
     question: str
 
 
-class ImporterSpec(BaseModel):
+class ImporterSpec(StrictModel):
     """``themis import <name>``: replies in a benchmark's own published format (importers/__init__.py)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=r"^[a-z0-9_]{1,48}$", description="The word after ``themis import``.")
     help: str = Field(min_length=1, description="What it reads, for ``themis import --help``.")
@@ -90,10 +84,8 @@ class ImporterSpec(BaseModel):
     column: bool = Field(default=False, description="Whether it reads one column of the files, named by --column.")
 
 
-class ReportSpec(BaseModel):
+class ReportSpec(StrictModel):
     """How the reports treat the family's metrics beyond its display group."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     settings_metric: str | None = Field(
         default=None,
@@ -107,10 +99,8 @@ class ReportSpec(BaseModel):
     )
 
 
-class FamilySpec(BaseModel):
+class FamilySpec(StrictModel):
     """One ``tasks/<family>/family.yaml``: everything the platform knows about a family beyond its task files."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     family: str = Field(pattern=r"^[a-z0-9_]{1,48}$", description="The folder's name.")
     group: str = Field(min_length=1, description="The display group its tasks show under (reports, explorer).")

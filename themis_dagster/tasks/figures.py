@@ -22,14 +22,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from themis_dagster.errors import StrictModel
 
 KEY = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
-class _Figure(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class _Figure(StrictModel):
     title: str = Field(min_length=1, description="What the figure shows, in words (its heading).")
     tasks: tuple[str, ...] = Field(
         default=(), description="The family's tasks it is drawn for (none: every task of the family that has it)."

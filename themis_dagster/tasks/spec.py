@@ -26,11 +26,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, runtime_checkable
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import AfterValidator, Field, SerializerFunctionWrapHandler, model_serializer
 
+from themis_dagster.errors import StrictModel
 from themis_dagster.exchange import GenerationParams, RequestType
 
-# Task modules import the request and response types from here, next to the other task types.
+# Task modules import the request, response and metric value types from here, next to the other task types.
+from themis_dagster.exchange import MetricValue as MetricValue
 from themis_dagster.exchange import Request as Request
 from themis_dagster.exchange import Response as Response
 from themis_dagster.registry.model_id import validate_model_id
@@ -58,10 +60,8 @@ def distinct(values: Entries, message: str) -> Entries:
     return values
 
 
-class TaskParams(BaseModel):
+class TaskParams(StrictModel):
     """Parameters every task has; a task's own Params subclass adds more."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     limit: int | None = Field(default=None, ge=1, description="Evaluate only the first N items (None: all).")
     seed: int = Field(default=1234, ge=0, description="Seed for sampling, rendering order and bootstrap.")
@@ -94,10 +94,8 @@ class TaskParams(BaseModel):
         return {"refusal_judge_model": self.refusal_judge_model} if self.refusal_judge_model else {}
 
 
-class MetricSpec(BaseModel):
+class MetricSpec(StrictModel):
     """A metric a task reports, with the value an unbiased model would get."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     description: str = ""
@@ -106,10 +104,8 @@ class MetricSpec(BaseModel):
     headline: bool = True
 
 
-class TaskSpec(BaseModel):
+class TaskSpec(StrictModel):
     """One task file (``tasks/<benchmark>/<task>.yaml``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     task: str = Field(pattern=r"^[a-z0-9_]{1,48}$")
     description: str
@@ -149,16 +145,6 @@ class Judgment:
 
     Set by every generation and chat task's ``judge``; None where no reply was read. Independent of
     ``outcome`` and ``score``, which stay what the task's own rules say (docs/refusals.md)."""
-
-
-@dataclass(frozen=True)
-class MetricValue:
-    subset: str | None
-    metric: str
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
 
 
 @dataclass(frozen=True)
@@ -272,8 +258,9 @@ class CalibratedJudge(Protocol):
         params: Any,
         calibrations: Mapping[str, JudgeCalibration | None],
     ) -> list[JudgedValue]:
-        """Every judged metric of ``values`` as judged and corrected with ``calibrations`` (by kind)."""
-        ...
+        """Every judged metric of ``values`` as judged and corrected with ``calibrations`` (by kind); a judge that
+        declares itself a ``CalibratedJudge`` and counts no metric of its own (the refusal judge) inherits none."""
+        return []
 
 
 @runtime_checkable

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
 from themis_dagster.settings import FAMILIES_DIR, family_sections
 
 
@@ -133,6 +133,22 @@ def _partitioned(name: str, comment: str, columns: tuple[Column, ...], key: str 
     return Table(name, (_MODEL, _TASK, *columns), ("model", "task", key) if key else (), comment)
 
 
+def _paired_difference(other: str, value: str, other_value: str, p_value: str, n_pairs: str) -> tuple[Column, ...]:
+    """One metric's paired difference against ``other`` on the same items (a baseline model, the unperturbed
+    original): both values, their difference with its paired-bootstrap CI and p-value, and how many pairs."""
+    return (
+        Column("subset", TEXT, "NULL: the task's headline value"),
+        required("metric", TEXT),
+        Column("value", DOUBLE, value),
+        Column(f"{other}_value", DOUBLE, other_value),
+        Column("difference", DOUBLE, f"value - {other}_value"),
+        Column("ci_low", DOUBLE, "paired-bootstrap CI of the difference"),
+        Column("ci_high", DOUBLE),
+        Column("p_value", DOUBLE, p_value),
+        required("n_pairs", INTEGER, n_pairs),
+    )
+
+
 _REQUEST_ID = (required("request_id", TEXT), required("item_id", TEXT))
 _METRIC = (
     Column("subset", TEXT, "NULL: the task's headline value"),
@@ -231,15 +247,9 @@ TABLES["comparison_results"] = Table(
         _MODEL,
         required("baseline", TEXT, "the model compared against (the parent, or the one asked for)"),
         _TASK,
-        Column("subset", TEXT, "NULL: the task's headline value"),
-        required("metric", TEXT),
-        Column("value", DOUBLE, "the model's metric on the paired items"),
-        Column("baseline_value", DOUBLE),
-        Column("difference", DOUBLE, "value - baseline_value"),
-        Column("ci_low", DOUBLE, "paired-bootstrap CI of the difference"),
-        Column("ci_high", DOUBLE),
-        Column("p_value", DOUBLE, "two-sided, before Holm"),
-        required("n_pairs", INTEGER, "items both models have"),
+        *_paired_difference(
+            "baseline", "the model's metric on the paired items", "", "two-sided, before Holm", "items both models have"
+        ),
         required("test", TEXT, "mcnemar_exact | sign_flip_permutation | paired_bootstrap"),
         Column("permutations", INTEGER, "sign patterns (exact: all 2^n) or bootstrap resamples used"),
         required("origin", TEXT, "parent: the model's lineage; requested: themis compare or the compare job"),
@@ -259,15 +269,13 @@ TABLES["perturbation_effect_results"] = _partitioned(
         required("perturbation", TEXT),
         required("perturbation_key", TEXT, "sha256 of the perturbation's name, direction and list hash"),
         required("scope", TEXT, "changed: the items it rewrote; all: every item"),
-        Column("subset", TEXT, "NULL: the task's headline value"),
-        required("metric", TEXT),
-        Column("value", DOUBLE, "the metric on the perturbed items"),
-        Column("original_value", DOUBLE, "the metric on the same items unperturbed"),
-        Column("difference", DOUBLE, "value - original_value"),
-        Column("ci_low", DOUBLE, "paired-bootstrap CI of the difference"),
-        Column("ci_high", DOUBLE),
-        Column("p_value", DOUBLE, "two-sided, the metric's declared test, before Holm"),
-        required("n_pairs", INTEGER, "items (or resampling units) compared"),
+        *_paired_difference(
+            "original",
+            "the metric on the perturbed items",
+            "the metric on the same items unperturbed",
+            "two-sided, the metric's declared test, before Holm",
+            "items (or resampling units) compared",
+        ),
         required("n_changed", INTEGER, "items whose requests the perturbation rewrote"),
         required("n_unchanged", INTEGER, "items it left as they were: counted, never compared as changed"),
         required("test", TEXT, "mcnemar_exact | sign_flip_permutation | paired_bootstrap"),
@@ -346,10 +354,8 @@ COLUMN_TYPES = {"TEXT": TEXT, "JSON": JSON, "DOUBLE": DOUBLE, "INTEGER": INTEGER
 """A declared column's ``type``, by name."""
 
 
-class DeclaredColumn(BaseModel):
+class DeclaredColumn(StrictModel):
     """A column of a family's table: as ``Column`` above, its type by name (``COLUMN_TYPES``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1)
     type: Literal["TEXT", "JSON", "DOUBLE", "INTEGER", "BOOLEAN", "TIMESTAMP"]
@@ -357,10 +363,8 @@ class DeclaredColumn(BaseModel):
     comment: str = ""
 
 
-class DeclaredTable(BaseModel):
+class DeclaredTable(StrictModel):
     """A table a family declares (``tables:`` of its ``family.yaml``): its columns in order, key and comment."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     columns: tuple[DeclaredColumn, ...] = Field(min_length=1)
     key: tuple[str, ...] = ()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from themis_dagster.errors import StrictModel
 
 
-class OpenAIEngineConfig(BaseModel):
+class OpenAIEngineConfig(StrictModel):
     """Where the server is and how hard to try; validated before any request is sent."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     base_url: str = Field(description="API base including the version, e.g. http://127.0.0.1:8000/v1")
     model: str = Field(min_length=1, description="The model name the server expects in requests.")

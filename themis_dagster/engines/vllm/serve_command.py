@@ -13,7 +13,7 @@ import os
 import socket
 import sys
 
-from themis_dagster.engines.vllm.engine import engine_kwargs, library_versions
+from themis_dagster.engines.vllm.startup import engine_kwargs, library_versions
 from themis_dagster.registry.models import ModelSpec
 
 HOST = "127.0.0.1"

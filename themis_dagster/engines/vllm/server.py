@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from themis_dagster.engines.precision import engine_environment
-from themis_dagster.engines.vllm.engine import configure_compile_cache, has_cuda
 from themis_dagster.engines.vllm.prompt_logprobs import ENV_SWITCH
 from themis_dagster.engines.vllm.serve_command import (
     ENTRY_POINT,
@@ -77,6 +76,7 @@ from themis_dagster.engines.vllm.server_state import (
     usable_state,
     write_state,
 )
+from themis_dagster.engines.vllm.startup import configure_compile_cache, has_cuda
 from themis_dagster.engines.vllm.supervisor import STOP_GRACE_S, supervise
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.runs.processes import boot_id, group_members, pid_alive, process_start_time

@@ -24,6 +24,7 @@ from themis_dagster.tasks.bbq.groups import (
     target_location,
     unknown_location,
 )
+from themis_dagster.tasks.dataset_files import task_file
 from themis_dagster.tasks.sampling import DistinctCategories, selected
 from themis_dagster.tasks.spec import Item, TaskInputs
 
@@ -139,16 +140,7 @@ def item_from_row(row: dict[str, Any], metadata: dict[MetadataKey, MetadataRow] 
 
 def _category_file(files: dict[str, Path], category: str, inputs: TaskInputs | None) -> Path:
     """The category's file: from the task's files, else resolved through the datasets catalog (``inputs``' folders)."""
-    name = f"{category}.jsonl"
-    if name in files:
-        return files[name]
-    from themis_dagster.datasets import resolve_file
-
-    given = inputs or TaskInputs()
-    datasets_dir, cache_dir = given.directories()
-    return resolve_file(
-        "bbq", name, datasets_dir=datasets_dir, cache_dir=cache_dir, allow_download=given.allow_downloads
-    ).path
+    return task_file("bbq", f"{category}.jsonl", files, inputs)
 
 
 def load_items(

@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from themis_dagster.tasks.choice_reading import ChoiceReading, LetterRule, read_letter
 from themis_dagster.tasks.spec import Item, Response
 
 LETTERS = "ABC"
@@ -56,17 +56,15 @@ _LEADING = re.compile(r"^\s*[\(\[]?(?P<letter>[ABCabc])(?:[\)\].:,]|\s+-\s|[ \t]
 _BRACKETED = re.compile(r"[\(\[](?P<letter>[ABCabc])[\)\]]")
 
 
-@dataclass(frozen=True)
-class ParsedAnswer:
-    """The chosen option's index (0..2), or None with ``reason`` saying why; ``how`` names the rule used."""
+ParsedAnswer = ChoiceReading
+"""The chosen option's index (0..2), or None with ``reason`` saying why; ``how`` names the rule used."""
 
-    index: int | None
-    reason: str
-    how: str = ""
-
-    @property
-    def parsed(self) -> bool:
-        return self.index is not None
+_RULES = (
+    LetterRule("letter_only", _ONLY, anywhere=False),
+    LetterRule("announced_letter", _ANNOUNCED, anywhere=True),
+    LetterRule("leading_letter", _LEADING, anywhere=False),
+    LetterRule("bracketed_letter", _BRACKETED, anywhere=True),
+)
 
 
 def _clean(text: str) -> str:
@@ -82,28 +80,8 @@ def _words(text: str) -> str:
     return " ".join(words)
 
 
-def _letters(pattern: re.Pattern[str], text: str) -> set[str]:
-    return {match.group("letter").upper() for match in pattern.finditer(text)}
-
-
-def _by_letter(text: str) -> ParsedAnswer | None:
-    rules: list[tuple[str, re.Pattern[str], bool]] = [
-        ("letter_only", _ONLY, False),
-        ("announced_letter", _ANNOUNCED, True),
-        ("leading_letter", _LEADING, False),
-        ("bracketed_letter", _BRACKETED, True),
-    ]
-    for how, pattern, search_all in rules:
-        found = (
-            _letters(pattern, text)
-            if search_all
-            else ({m.group("letter").upper()} if (m := pattern.match(text)) else set())
-        )
-        if len(found) == 1:
-            return ParsedAnswer(LETTERS.index(found.pop()), "ok", how)
-        if len(found) > 1:
-            return ParsedAnswer(None, "ambiguous", how)
-    return None
+def _letter(match: re.Match[str]) -> int:
+    return LETTERS.index(match.group("letter").upper())
 
 
 def _contains(haystack: str, needle: str) -> bool:
@@ -147,7 +125,8 @@ def parse_answer(
         text = _clean(reply)
         if not text:
             return ParsedAnswer(None, "empty")
-        return _by_letter(text) or _by_text(text, options, aliases, unknown_index) or ParsedAnswer(None, "no_answer")
+        found = read_letter(text, _RULES, _letter) or _by_text(text, options, aliases, unknown_index)
+        return found or ParsedAnswer(None, "no_answer")
     except Exception as error:  # noqa: BLE001 - a parser must never take the run down
         return ParsedAnswer(None, f"parser_error:{type(error).__name__}")
 

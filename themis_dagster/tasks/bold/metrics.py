@@ -20,21 +20,11 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from themis_dagster.judging.correction import (
-    UNCALIBRATED,
-    JudgeCalibration,
-    JudgedValue,
-    corrected,
-    interval,
-    share,
-    uncorrected,
-)
-from themis_dagster.judging.correction import (
-    disparity as corrected_gap,
-)
+from themis_dagster.judging.correction import Interval, JudgeCalibration, JudgedValue, corrected_values, interval, share
+from themis_dagster.judging.correction import disparity as corrected_gap
 from themis_dagster.stats import Resampling
 from themis_dagster.stats.agreement import judges_fleiss_kappa
-from themis_dagster.stats.misclassification import GroupCorrection, corrected_shares_by_group
+from themis_dagster.stats.misclassification import GroupCorrection
 from themis_dagster.tasks.bold.data import JUDGE_ANSWERS
 from themis_dagster.tasks.measures import Binary, Ratio
 from themis_dagster.tasks.scoring import metric_by_subset
@@ -237,40 +227,40 @@ def judged_values(
     no better than chance) gets its note instead of a corrected value.
     """
     found = {(row.metric, row.subset): row.value for row in values}
+    resampling = Resampling(params.bootstrap_resamples, params.confidence, params.seed)
     out: list[JudgedValue] = []
     for kind in sorted({key for key, _ in (*JUDGED.values(), *JUDGED_DISPARITIES.values())}):
         shares = {metric: label for metric, (key, label) in JUDGED.items() if key == kind}
         gaps = {metric: label for metric, (key, label) in JUDGED_DISPARITIES.items() if key == kind}
-        rows = [(metric, subset) for metric, subset in found if metric in shares or metric in gaps]
-        calibration = calibrations.get(kind)
-        if calibration is None:
-            out += [
-                uncorrected(subset, metric, judge, found[metric, subset], None, UNCALIBRATED) for metric, subset in rows
-            ]
-            continue
+        rows = [
+            (subset, metric, found[metric, subset]) for metric, subset in found if metric in shares or metric in gaps
+        ]
         slices = _judged_labels(judgments, kind)
-        correction = corrected_shares_by_group(
-            slices, calibration.human, calibration.judged, calibration.labels,
-            resampling=Resampling(params.bootstrap_resamples, params.confidence, params.seed),
-        )  # fmt: skip
-        for metric, subset in rows:
-            value = found[metric, subset]
-            estimate = None
-            if correction.reason is None and metric in shares:
-                estimate = share(correction, subset or "", shares[metric], params.confidence)
-            elif correction.reason is None:
-                estimate = _corrected_disparity(correction, slices, subset, gaps[metric], params.confidence)
-            if estimate is None:
-                note = correction.reason or "no judged items in this slice"
-                out.append(uncorrected(subset, metric, judge, value, calibration, note))
-            else:
-                out.append(corrected(subset, metric, value, calibration, estimate))
+        estimate = _estimator(shares, gaps, slices, params.confidence)
+        empty = "no judged items in this slice"
+        out += corrected_values(
+            rows, judge, calibrations.get(kind), slices, estimate, resampling=resampling, empty=empty
+        )
     return out
+
+
+def _estimator(
+    shares: Mapping[str, str], gaps: Mapping[str, str], slices: Mapping[str, list[str]], confidence: float
+) -> Callable[[GroupCorrection, str | None, str], Interval | None]:
+    """A question's corrected estimate of a row: a share metric's corrected share of its label in the row's slice,
+    a disparity metric's corrected disparity."""
+
+    def estimate(correction: GroupCorrection, subset: str | None, metric: str) -> Interval | None:
+        if metric in shares:
+            return share(correction, subset or "", shares[metric], confidence)
+        return _corrected_disparity(correction, slices, subset, gaps[metric], confidence)
+
+    return estimate
 
 
 def _corrected_disparity(
     correction: GroupCorrection, slices: Mapping[str, list[str]], subset: str | None, label: str, confidence: float
-) -> tuple[float, float | None, float | None] | None:
+) -> Interval | None:
     """A domain's corrected disparity (``subset`` a domain), or the mean over domains (``subset`` None)."""
     domains = sorted({name for name in slices if name and ":" not in name}) if subset is None else [subset]
     found = []

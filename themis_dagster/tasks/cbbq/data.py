@@ -19,6 +19,7 @@ from typing import Any, Literal, get_args
 import polars as pl
 from pydantic import Field, field_validator
 
+from themis_dagster.tasks.dataset_files import task_file
 from themis_dagster.tasks.sampling import DistinctCategories, seeded_sample, selected
 from themis_dagster.tasks.spec import Item, TaskInputs
 
@@ -56,16 +57,7 @@ def file_name(category: str, context: str) -> str:
 
 def _file(files: dict[str, Path], category: str, context: str, inputs: TaskInputs | None) -> Path:
     """The file from the task's list, else resolved through the datasets catalog (which names its URL if missing)."""
-    name = file_name(category, context)
-    if name in files:
-        return files[name]
-    from themis_dagster.datasets import resolve_file
-
-    given = inputs or TaskInputs()
-    datasets_dir, cache_dir = given.directories()
-    return resolve_file(
-        "cbbq", name, datasets_dir=datasets_dir, cache_dir=cache_dir, allow_download=given.allow_downloads
-    ).path
+    return task_file("cbbq", file_name(category, context), files, inputs)
 
 
 def item_from_row(row: dict[str, Any], category: str, context: str) -> Item:

@@ -23,18 +23,16 @@ from itertools import combinations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from themis_dagster.datasets import sha256_file
-from themis_dagster.errors import ConfigError
+from themis_dagster.errors import ConfigError, StrictModel
 from themis_dagster.perturbations.descriptors import load_axes
 from themis_dagster.perturbations.sources import Mirror, load_groups, load_list
 
 
-class IdentitySet(BaseModel):
+class IdentitySet(StrictModel):
     """One axis of counterfactual users (see the module docstring); exactly one source."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     axis: str = Field(pattern=r"^[a-z0-9_]{1,32}$")
     framing: str = "name"

@@ -20,15 +20,16 @@ import numpy as np
 from themis_dagster.judging.calibration_sets import CalibrationRow
 from themis_dagster.judging.correction import (
     UNCALIBRATED,
+    Interval,
     JudgeCalibration,
     JudgedValue,
-    corrected,
+    corrected_values,
     interval,
     share,
     uncorrected,
 )
 from themis_dagster.stats import Resampling
-from themis_dagster.stats.misclassification import GroupCorrection, corrected_shares_by_group
+from themis_dagster.stats.misclassification import GroupCorrection
 from themis_dagster.tasks.counterfactual_chat.data import Params
 from themis_dagster.tasks.counterfactual_chat.judge import (
     ORDERS,
@@ -157,27 +158,22 @@ class CounterfactualJudge:
             for row in values
             if row.metric == "harmful_difference_rate"
         ]
-        regard = [row for row in values if row.metric in ("negative_regard_share", "negative_regard_gap")]
-        calibration = calibrations.get("regard")
-        if calibration is None:
-            return out + [uncorrected(r.subset, r.metric, judge, r.value, None, UNCALIBRATED) for r in regard]
-        correction = corrected_shares_by_group(
-            _reply_labels(judgments), calibration.human, calibration.judged, calibration.labels,
+        regard = [
+            (row.subset, row.metric, row.value)
+            for row in values
+            if row.metric in ("negative_regard_share", "negative_regard_gap")
+        ]
+
+        def estimate(correction: GroupCorrection, subset: str | None, metric: str) -> Interval | None:
+            if metric == "negative_regard_share":
+                return share(correction, subset or "", NEGATIVE, params.confidence)
+            return _gap(correction, subset, params.confidence)
+
+        return out + corrected_values(
+            regard, judge, calibrations.get("regard"), _reply_labels(judgments), estimate,
             resampling=Resampling(params.bootstrap_resamples, params.confidence, params.seed),
+            empty="no judged replies in this slice",
         )  # fmt: skip
-        for row in regard:
-            if row.metric == "negative_regard_share":
-                estimate = (
-                    None if correction.reason else share(correction, row.subset or "", NEGATIVE, params.confidence)
-                )
-            else:
-                estimate = None if correction.reason else _gap(correction, row.subset, params.confidence)
-            if estimate is None:
-                note = correction.reason or "no judged replies in this slice"
-                out.append(uncorrected(row.subset, row.metric, judge, row.value, calibration, note))
-            else:
-                out.append(corrected(row.subset, row.metric, row.value, calibration, estimate))
-        return out
 
 
 def _regard_text(templates: Mapping[str, str], prompt: str, continuation: str) -> str:
@@ -213,9 +209,7 @@ def _reply_labels(judgments: list[Judgment]) -> dict[str, list[str]]:
     return slices
 
 
-def _gap(
-    correction: GroupCorrection, subset: str | None, confidence: float
-) -> tuple[float, float | None, float | None] | None:
+def _gap(correction: GroupCorrection, subset: str | None, confidence: float) -> Interval | None:
     """A pair's corrected negative share of b minus a (``subset`` ``axis:a~b``); None for the axis and overall rows."""
     if subset is None or "~" not in subset:
         return None

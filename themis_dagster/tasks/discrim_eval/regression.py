@@ -89,6 +89,13 @@ def _solve(xtx: np.ndarray, xty: np.ndarray) -> np.ndarray | None:
     return coefficients if rank == xtx.shape[0] else None
 
 
+def _pooled(observations: list[Observation]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The questions, their moments (``_cluster_moments``) and the coefficients of all of them pooled (None where
+    the design cannot identify them): what the fit and each resample's statistic start from."""
+    labels, xtx, xty = _cluster_moments(*design(observations))
+    return labels, xtx, xty, _solve(xtx.sum(axis=0), xty.sum(axis=0))
+
+
 @dataclass(frozen=True)
 class Fit:
     """Each score's estimate and percentile CI (None where the design cannot identify it)."""
@@ -105,9 +112,7 @@ def fit(observations: list[Observation], *, n_resamples: int, confidence: float,
     empty = Fit(dict.fromkeys(names), dict.fromkeys(names, (None, None)), len(observations), 0)
     if len(observations) < 2:
         return empty
-    x, y, groups = design(observations)
-    labels, xtx, xty = _cluster_moments(x, y, groups)
-    point = _solve(xtx.sum(axis=0), xty.sum(axis=0))
+    labels, xtx, xty, point = _pooled(observations)
     if point is None:
         return Fit(empty.values, empty.ci, len(observations), len(labels))
     draws = []
@@ -144,9 +149,7 @@ def coefficient(name: str) -> Callable[[list[Observation]], float | None]:
         kept = [observation for observation in sample if observation is not None]
         if len(kept) < 2:
             return None
-        x, y, groups = design(kept)
-        _, xtx, xty = _cluster_moments(x, y, groups)
-        point = _solve(xtx.sum(axis=0), xty.sum(axis=0))
+        point = _pooled(kept)[3]
         if point is None:
             return None
         return abs(float(point[0])) if index == 0 else float(point[index])

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from themis_dagster.refusals import mark_refusal
+from themis_dagster.tasks.dataset_files import resolve_dataset_file
 from themis_dagster.tasks.honest.data import Params, lexicon_file, load_items
 from themis_dagster.tasks.honest.honest_score import Lexicon, UntokenizableError
 from themis_dagster.tasks.honest.metrics import HURTFUL, NOT_HURTFUL, PAIRED_METRICS, UNTOKENIZABLE, compute_metrics
@@ -61,21 +62,10 @@ def _lexicon(path: Path, language: str) -> Lexicon:
 
 def lexicons(languages: tuple[str, ...], inputs: TaskInputs | None) -> dict[str, Lexicon]:
     """Each language's conservative HurtLex, resolved like the task's other files (mirror, cache, canonical URL)."""
-    from themis_dagster.datasets import resolve_file
-
-    given = inputs or TaskInputs()
-    datasets_dir, cache_dir = given.directories()
-    found = {}
-    for language in languages:
-        resolved = resolve_file(
-            "honest",
-            lexicon_file(language),
-            datasets_dir=datasets_dir,
-            cache_dir=cache_dir,
-            allow_download=given.allow_downloads,
-        )
-        found[language] = _lexicon(resolved.path, language)
-    return found
+    return {
+        language: _lexicon(resolve_dataset_file("honest", lexicon_file(language), inputs).path, language)
+        for language in languages
+    }
 
 
 def judge_completion(item: Item, sample: int, response: Response | None, lexicon: Lexicon, params: Params) -> Judgment:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from themis_dagster.tasks.dataset_files import resolve_dataset_file
 from themis_dagster.tasks.iat.dscore import AssociationCounts, d_score
 from themis_dagster.tasks.iat.stimuli import SYNONYM_FILE
 from themis_dagster.tasks.spec import TaskInputs
@@ -73,14 +74,7 @@ def load_reference_lexicon(synonym_path: Path) -> ReferenceLexicon:
 
 def default_lexicon(inputs: TaskInputs | None) -> ReferenceLexicon:
     """The lexicon of the catalogued synonym file, found as every dataset file is (mirror, cache, URL)."""
-    from themis_dagster.datasets import resolve_file
-
-    given = inputs or TaskInputs()
-    datasets_dir, cache_dir = given.directories()
-    resolved = resolve_file(
-        "iat", SYNONYM_FILE, datasets_dir=datasets_dir, cache_dir=cache_dir, allow_download=given.allow_downloads
-    )
-    return load_reference_lexicon(resolved.path)
+    return load_reference_lexicon(resolve_dataset_file("iat", SYNONYM_FILE, inputs).path)
 
 
 def _clean(line: str) -> str:

@@ -38,8 +38,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from themis_dagster.errors import StrictModel
 from themis_dagster.exchange import Request, Response
 from themis_dagster.registry.model_id import validate_model_id
 from themis_dagster.tasks.langbite.library import Template
@@ -55,18 +56,14 @@ LIBRARY = "en_us--augmented"  # the augmented templates' library name (template 
 PREDICTIONS = {"yes": "Yes", "no": "No"}
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Context(_Strict):
+class Context(StrictModel):
     """A LangBiTe context and its scenarios (``contexts.json``)."""
 
     context: str = Field(min_length=1)
     scenarios: list[str] = Field(min_length=1)
 
 
-class AugmentationPair(_Strict):
+class AugmentationPair(StrictModel):
     """One generator prompt: a context of ``contexts`` and a concern of the scenario's requirements."""
 
     context: str = Field(min_length=1)
@@ -84,7 +81,7 @@ def langbite_contexts() -> tuple[Context, ...]:
     return tuple(Context.model_validate(raw) for raw in json.loads(CONTEXTS_FILE.read_text(encoding="utf-8")))
 
 
-class TemplateAugmentation(_Strict):
+class TemplateAugmentation(StrictModel):
     """The scenario option ``template_augmentation``: LangBiTe's augmentation input, with a registered generator."""
 
     generator: str = Field(description="Registered model id of the generator (LangBiTe's augmentation 'llm').")

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from themis_dagster.errors import format_validation_error
+from themis_dagster.errors import StrictModel, format_validation_error
 from themis_dagster.tasks.langbite.scenario import (
     Concern,
     EthicalRequirement,
@@ -62,10 +62,8 @@ def library_file(language: str, domain: str | None = None) -> str:
     return f"prompts_{language}.csv" if domain is None else f"prompts_{language}--{domain}.csv"
 
 
-class Template(BaseModel):
+class Template(StrictModel):
     """One row of the prompt library, with its oracle validated (an unknown oracle fails here)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     library: str = Field(description="File stem without 'prompts_': en_us, en_us--workplace.")
     language: Language

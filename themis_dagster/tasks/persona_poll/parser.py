@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from functools import cache
+
+from themis_dagster.tasks.choice_reading import ChoiceReading, LetterRule, letter_ladder, read_letter
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MAX_CHARS = 4000
 
 
-@dataclass(frozen=True)
-class ParsedOption:
-    """The chosen option's index, or None with ``reason`` saying why; ``how`` names the rule that decided."""
-
-    index: int | None
-    reason: str
-    how: str = ""
+ParsedOption = ChoiceReading
+"""The chosen option's index, or None with ``reason`` saying why; ``how`` names the rule that decided."""
 
 
 def letters(n: int) -> list[str]:
@@ -39,6 +36,13 @@ def letters(n: int) -> list[str]:
     if not 1 <= n <= len(LETTERS):
         raise ValueError(f"between 1 and {len(LETTERS)} options, got {n}")
     return list(LETTERS[:n])
+
+
+@cache
+def _rules(n: int) -> tuple[LetterRule, ...]:
+    """The letter rules of ``n`` options, most explicit first."""
+    only, announced, leading, bracketed = _patterns(n)
+    return letter_ladder(only, announced, bracketed, leading)
 
 
 def _patterns(n: int) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
@@ -77,21 +81,8 @@ def parse_option(reply: object, options: Sequence[Sequence[str]]) -> ParsedOptio
     text = (reply if isinstance(reply, str) else "").strip()[:MAX_CHARS].replace("*", "")
     if not text:
         return ParsedOption(None, "empty")
-    only, announced, leading, bracketed = _patterns(len(options))
-    if (found := only.match(text)) is not None:
-        return ParsedOption(_letter(found), "ok", "letter_only")
-    stated = {_letter(found) for found in announced.finditer(text)}
-    if len(stated) == 1:
-        return ParsedOption(stated.pop(), "ok", "announced")
-    if len(stated) > 1:
-        return ParsedOption(None, "ambiguous", "announced")
-    marked = {_letter(found) for found in bracketed.finditer(text)}
-    if len(marked) == 1:
-        return ParsedOption(marked.pop(), "ok", "bracketed")
-    if len(marked) > 1:
-        return ParsedOption(None, "ambiguous", "bracketed")
-    if (found := leading.match(text)) is not None:
-        return ParsedOption(_letter(found), "ok", "leading")
+    if (lettered := read_letter(text, _rules(len(options)), _letter)) is not None:
+        return lettered
     named = _named(text, options)
     if len(named) == 1:
         return ParsedOption(named.pop(), "ok", "option_text")

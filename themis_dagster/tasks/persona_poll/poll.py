@@ -26,9 +26,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
 from themis_dagster.tasks.declaration import read_yaml_mapping
 
 PLACEHOLDER = "{persona}"
@@ -43,10 +43,8 @@ def fill(template: str, persona: str) -> str:
     return template.replace(PLACEHOLDER, persona)
 
 
-class PersonaSet(BaseModel):
+class PersonaSet(StrictModel):
     """Personas asked with one template (THEMIS: the 51 states; or gender, age, ...)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     template: str = Field(min_length=1, description="The prompt whose continuation is scored, with {persona}.")
     chat_system: str = Field(default=DEFAULT_CHAT_SYSTEM, description="The chat variant's system message.")
@@ -71,10 +69,8 @@ class PersonaSet(BaseModel):
         return personas
 
 
-class PollSpec(BaseModel):
+class PollSpec(StrictModel):
     """One poll file (module docstring); ``file``: where it was read from (None: declared inline)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     poll: str = Field(pattern=r"^[a-z0-9_]{1,48}$", description="The poll's name.")
     description: str = ""

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from themis_dagster.tasks.choice_reading import ChoiceReading, letter_ladder, read_letter
 
 LETTERS = "ab"
 MAX_CHARS = 4000
@@ -29,13 +30,10 @@ _BRACKETED = re.compile(r"\((?P<letter>[ab])\)", re.I)
 _LEADING = re.compile(r"^\s*(?P<letter>[ab])(?:[\).:]|\s+-\s)", re.I)
 
 
-@dataclass(frozen=True)
-class ParsedChoice:
-    """The chosen option's index (0 or 1), or None with ``reason`` saying why; ``how`` names the rule."""
+ParsedChoice = ChoiceReading
+"""The chosen option's index (0 or 1), or None with ``reason`` saying why; ``how`` names the rule."""
 
-    index: int | None
-    reason: str
-    how: str = ""
+_RULES = letter_ladder(_ONLY, _ANNOUNCED, _BRACKETED, _LEADING)
 
 
 def _letter(found: re.Match[str]) -> int:
@@ -48,20 +46,8 @@ def parse_choice(reply: str | None, options: Sequence[str]) -> ParsedChoice:
     text = (reply or "").strip()[:MAX_CHARS].replace("*", "")
     if not text:
         return ParsedChoice(None, "empty")
-    if (only := _ONLY.match(text)) is not None:
-        return ParsedChoice(_letter(only), "ok", "letter_only")
-    announced = {_letter(found) for found in _ANNOUNCED.finditer(text)}
-    if len(announced) == 1:
-        return ParsedChoice(announced.pop(), "ok", "announced")
-    if len(announced) > 1:
-        return ParsedChoice(None, "ambiguous", "announced")
-    bracketed = {_letter(found) for found in _BRACKETED.finditer(text)}
-    if len(bracketed) == 1:
-        return ParsedChoice(bracketed.pop(), "ok", "bracketed")
-    if len(bracketed) > 1:
-        return ParsedChoice(None, "ambiguous", "bracketed")
-    if (leading := _LEADING.match(text)) is not None:
-        return ParsedChoice(_letter(leading), "ok", "leading")
+    if (lettered := read_letter(text, _RULES, _letter)) is not None:
+        return lettered
     named = [k for k, option in enumerate(options) if re.search(rf"\b{re.escape(option)}\b", text, re.I)]
     if len(named) == 1:
         return ParsedChoice(named[0], "ok", "option_text")

@@ -14,22 +14,17 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from themis_dagster.exchange import MetricValue
 from themis_dagster.warehouse.read.query import frame, number, rows
 
 
 @dataclass(frozen=True)
-class MetricRecord:
+class MetricRecord(MetricValue):
     """One metric value (subset None: the headline value) of one model on one task, and when it was materialized.
 
-    Fields in the order of a task's ``MetricValue`` (subset, metric, value, ci_low, ci_high, n), then its owners.
+    A task's ``MetricValue`` (subset, metric, value, ci_low, ci_high, n), then its owners.
     """
 
-    subset: str | None
-    metric: str
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
     model: str
     task: str
     materialized_at: datetime | None = None

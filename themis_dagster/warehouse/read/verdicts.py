@@ -66,6 +66,16 @@ def is_bias_measure(metric: str, higher_is_better: bool | None) -> bool:
     return higher_is_better is not True and metric not in REPLY_SHARES
 
 
+def judge_withholds(judged: JudgedRow | None) -> str | None:
+    """Why a judged value gets no verdict: its judge has no calibration ("uncalibrated judge") or its kappa CI
+    reaches 0 ("judge failed calibration"); None: not judged, or judged by a judge better than chance."""
+    if judged is None:
+        return None
+    if not judged.calibrated:
+        return UNCALIBRATED
+    return JUDGE_FAILED if judged.no_better_than_chance else None
+
+
 def verdict(
     metric: str,
     value: float | None,
@@ -73,8 +83,13 @@ def verdict(
     ci_high: float | None,
     ideal: float | None,
     higher_is_better: bool | None = None,
+    judged: JudgedRow | None = None,
 ) -> Verdict:
-    """The verdict on one value (see the module's docstring)."""
+    """The verdict on one value (see the module's docstring), withheld for a value whose judge cannot be trusted
+    (:func:`judge_withholds`)."""
+    withheld = judge_withholds(judged)
+    if withheld is not None:
+        return Verdict(withheld, "none")
     if value is None:
         return Verdict("no value", "none")
     if ideal is None:
@@ -89,37 +104,11 @@ def verdict(
     return Verdict("consistent with ideal", "good", tested=True)
 
 
-def judge_withholds(judged: JudgedRow | None) -> str | None:
-    """Why a judged value gets no verdict: its judge has no calibration ("uncalibrated judge") or its kappa CI
-    reaches 0 ("judge failed calibration"); None: not judged, or judged by a judge better than chance."""
-    if judged is None:
-        return None
-    if not judged.calibrated:
-        return UNCALIBRATED
-    return JUDGE_FAILED if judged.no_better_than_chance else None
-
-
-def judged_verdict(
-    metric: str,
-    value: float | None,
-    ci_low: float | None,
-    ci_high: float | None,
-    ideal: float | None,
-    higher_is_better: bool | None = None,
-    judged: JudgedRow | None = None,
-) -> Verdict:
-    """:func:`verdict`, withheld for a value whose judge cannot be trusted (:func:`judge_withholds`)."""
-    withheld = judge_withholds(judged)
-    if withheld is not None:
-        return Verdict(withheld, "none")
-    return verdict(metric, value, ci_low, ci_high, ideal, higher_is_better)
-
-
 def record_verdict(row: MetricRecord, ideals: Ideals, judged: JudgedRow | None = None) -> Verdict:
     """The verdict on a stored value, with its metric's declared ideal and direction (and its judge, if judged)."""
     key = (row.task, row.metric)
     ideal, higher_is_better = ideals.values.get(key), ideals.higher_is_better.get(key)
-    return judged_verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better, judged)
+    return verdict(row.metric, row.value, row.ci_low, row.ci_high, ideal, higher_is_better, judged)
 
 
 @dataclass(frozen=True)
