@@ -37,8 +37,7 @@ def _config(frame: pd.DataFrame) -> dict[str, Any]:
     return {name: column for name, column in config.items() if name in frame.columns}
 
 
-SHOWN_AS = {"shown": "value", "ci": "95% CI", "ideal_shown": "ideal"}
-"""``value_rows``' columns under the names the tables show them by."""
+SHOWN_AS = {"shown": "value", "ci": "95% CI", "ideal_shown": "ideal"}  # value_rows' columns as the tables name them
 
 
 def _table(
