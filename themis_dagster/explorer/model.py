@@ -37,7 +37,8 @@ def _config(frame: pd.DataFrame) -> dict[str, Any]:
     return {name: column for name, column in config.items() if name in frame.columns}
 
 
-SHOWN_AS = {"shown": "value", "ci": "95% CI", "ideal_shown": "ideal"}  # value_rows' columns as the tables name them
+# value_rows' columns under the names the tables show them by (a comment: a page's bare string would be drawn)
+SHOWN_AS = {"shown": "value", "ci": "95% CI", "ideal_shown": "ideal"}
 
 
 def _table(
