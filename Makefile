@@ -55,12 +55,12 @@ $(STAMP): pyproject.toml $(REQUIREMENTS)
 run: setup
 	$(BIN)/themis run
 
-# Headless Chromium (Debian's package) for the UI screenshot test and PostgreSQL for the cluster
+# Headless Chromium (Debian's package) for the screenshot and browser tests and PostgreSQL for the cluster
 # tests; installed when we can (root with apt-get), otherwise those tests skip and say why.
 system-deps:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
-	  echo "chromium not installed: the UI screenshot test will skip"; }
+	  echo "chromium not installed: the screenshot and browser tests will skip"; }
 	@# PostgreSQL server (Debian's postgresql package) for the cluster tests and `make cluster-demo`:
 	@# a shared Dagster instance and the DuckLake catalog. The tests start private servers of their own.
 	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \

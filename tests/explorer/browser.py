@@ -3,10 +3,9 @@ server, open pages and time them, read what a page shows.
 
 A page has opened when its script has run to its end, no element is still loading (Streamlit draws a skeleton
 while a widget's code arrives), every chart and table in view is drawn and the text the page ends with is on
-screen. Its
-time is the wall-clock time from the navigation (or the click) to then; beside it, the CPU time the server and
-the browser spent on it (the kernel's scheduler statistics, ``/proc/<pid>/task/<tid>/schedstat``) and the share
-of the machine's CPU time other work held meanwhile (``/proc/stat`` less this test's processes).
+screen. Its time is the wall-clock time from the navigation (or the click) to then; beside it, the CPU time the
+server and the browser spent on it (the kernel's scheduler statistics, ``/proc/<pid>/task/<tid>/schedstat``) and
+the share of the machine's CPU time other work held meanwhile (``/proc/stat`` less this test's processes).
 
 The data grid (``st.dataframe``) draws its cells on a canvas; it keeps their text in an accessibility table
 (``role="grid"``) that a screen reader, and these helpers, read. A click on a cell is a click at its place on the
@@ -57,10 +56,8 @@ def serve(env: dict[str, str], log: Path, timeout_s: float = 120) -> Iterator[Se
         port = int(probe.getsockname()[1])
     path = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     with log.open("w") as out:
-        server = subprocess.Popen(
-            streamlit_command("127.0.0.1", port), env={**env, "PYTHONPATH": path}, cwd=PROJECT_ROOT, stdout=out,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        command = streamlit_command("127.0.0.1", port)
+        server = subprocess.Popen(command, env={**env, "PYTHONPATH": path}, cwd=PROJECT_ROOT, stdout=out, stderr=out)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + timeout_s

@@ -61,14 +61,21 @@ def clock(served: Served) -> Iterator[Clock]:
 
 
 @pytest.fixture(scope="module")
-def page(served: Served, clock: Clock) -> Iterator[Any]:
+def chromium() -> str:
+    """Debian's Chromium (Playwright downloads no browser here); the test skips without it, as the other browser
+    tests do (``make system-deps`` installs it)."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.skip("headless Chromium not installed (Debian package 'chromium')")
+    return found
+
+
+@pytest.fixture(scope="module")
+def page(chromium: str, served: Served, clock: Clock) -> Iterator[Any]:
     """A 1400 x 1000 Chromium tab that has opened the app once (the server's first page imports the app's code:
     timed apart, not bounded)."""
     from playwright.sync_api import sync_playwright
 
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("headless Chromium not installed (Debian package 'chromium')")
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
         try:
