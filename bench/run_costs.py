@@ -7,8 +7,8 @@ reference seconds and the speed it measures on the host it runs on. Measure them
     .venv/bin/python bench/run_costs.py run.log --warehouse data/warehouse.duckdb --host "..."
 
 The log's lines ``[themis] <model>|<task>: ok in X s (engine: load L s, inference I s)`` give a task's
-inference seconds (I) and the rest (X - L - I); ``judge <model> on calibration set <set>: ok in X s``
-the calibration's; tasks whose profile entry names no size get their item count from the warehouse.
+inference seconds (I) and the rest (X - L - I); ``judge <model> on calibration set <set>: ok in X s (engine: load L s)``
+the calibration's (X - L); tasks whose profile entry names no size get their item count from the warehouse.
 """
 
 from __future__ import annotations
@@ -28,14 +28,18 @@ TASK_LINE = re.compile(
     r"^\[themis\] (?P<model>[^|\s]+)\|(?P<task>\S+): ok in (?P<total>[\d.]+) s"
     r"(?: \(engine: load (?P<load>[\d.]+) s, inference (?P<inference>[\d.]+) s\))?"
 )
-CALIBRATION_LINE = re.compile(r"^\[themis\] judge \S+ on calibration set (?P<set>\S+): ok in (?P<total>[\d.]+) s")
+CALIBRATION_LINE = re.compile(
+    r"^\[themis\] judge \S+ on calibration set (?P<set>\S+): ok in (?P<total>[\d.]+) s"
+    r"(?: \(engine: load (?P<load>[\d.]+) s\))?"
+)
 REPORTS_LINE = re.compile(r"^\[themis\] reports: ok in (?P<total>[\d.]+) s")
 
 
-def parse(log: str) -> tuple[dict[str, dict[str, float]], dict[str, float], str]:
-    """(task: {inference_s, other_s}, calibration set: seconds, model) from a run's log."""
+def parse(log: str) -> tuple[dict[str, dict[str, float]], dict[str, float], float, str]:
+    """(task: {inference_s, other_s}, calibration set: seconds, the reports' seconds, model) from a run's log."""
     tasks: dict[str, dict[str, float]] = {}
     calibrations: dict[str, float] = {}
+    reports = 0.0
     model = ""
     for line in log.splitlines():
         if found := TASK_LINE.match(line):
@@ -44,8 +48,10 @@ def parse(log: str) -> tuple[dict[str, dict[str, float]], dict[str, float], str]
             model = found["model"]
             tasks[found["task"]] = {"inference_s": inference, "other_s": round(max(total - load - inference, 0.0), 2)}
         elif found := CALIBRATION_LINE.match(line):
-            calibrations[found["set"]] = float(found["total"])
-    return tasks, calibrations, model
+            calibrations[found["set"]] = round(float(found["total"]) - float(found["load"] or 0), 2)
+        elif found := REPORTS_LINE.match(line):
+            reports = float(found["total"])
+    return tasks, calibrations, reports, model
 
 
 def item_counts(warehouse: Path, model: str, tasks: list[str]) -> dict[str, int]:
@@ -61,10 +67,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("log", type=Path)
     parser.add_argument("--warehouse", type=Path, required=True)
     parser.add_argument("--host", required=True, help="the host, its instruction sets and dtype, the commit")
-    parser.add_argument("--reports-s", type=float, default=0.0, help="seconds the reports took (not in the log)")
+    parser.add_argument("--reports-s", type=float, help="seconds the reports took, where the log does not say")
     parser.add_argument("--out", type=Path, default=COSTS_FILE)
     args = parser.parse_args(argv)
-    tasks, calibrations, model = parse(args.log.read_text(encoding="utf-8", errors="replace"))
+    tasks, calibrations, reports, model = parse(args.log.read_text(encoding="utf-8", errors="replace"))
     if not tasks:
         print(f"{args.log}: no '[themis] <model>|<task>: ok in ...' lines", file=sys.stderr)
         return 1
@@ -76,7 +82,7 @@ def main(argv: list[str]) -> int:
         "host": args.host,
         "command": "make run (the whole profile), then bench/run_costs.py on its log",
         "calibrations": calibrations,
-        "reports_s": args.reports_s,
+        "reports_s": args.reports_s if args.reports_s is not None else reports,
         "tasks": dict(sorted(tasks.items())),
     }
     header = "# Written by bench/run_costs.py: make run's seconds per task on a reference host (tasks/budget.py).\n"

@@ -78,9 +78,10 @@ class BudgetedProfile:
         self.budget.observe(work.seconds - work.load_s, reference, work.fresh)
 
     def observe_calibration(self, calibration_set: str, work: RunWork) -> None:
+        """The calibration's answering (its engine's start left out: a cold compile cache costs a minute more)."""
         reference = self.budget.costs.calibrations.get(calibration_set)
         if reference:
-            self.budget.observe(work.seconds, reference, work.fresh)
+            self.budget.observe(work.seconds - work.load_s, reference, work.fresh)
 
     def close(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -222,7 +222,10 @@ def _calibrate(
             kappa = f", Cohen's kappa {event.metadata['kappa'].value:.3f}"
     status = "ok" if result.success else "FAILED"
     elapsed = time.perf_counter() - started
+    work = run_work(result, elapsed)
+    load = f" (engine: load {work.load_s} s)" if work.load_s else ""
     print(
-        f"[themis] judge {judge} on calibration set {calibration_set}: {status} in {elapsed:.1f} s{kappa}", flush=True
+        f"[themis] judge {judge} on calibration set {calibration_set}: {status} in {elapsed:.1f} s{load}{kappa}",
+        flush=True,
     )
-    return ([] if result.success else [f"judge_calibration {calibration_set}|{judge}"]), run_work(result, elapsed)
+    return ([] if result.success else [f"judge_calibration {calibration_set}|{judge}"]), work
