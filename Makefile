@@ -52,8 +52,12 @@ $(STAMP): pyproject.toml $(REQUIREMENTS)
 	mkdir -p $(DAGSTER_HOME) && test -f $(DAGSTER_HOME)/dagster.yaml || cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 	touch $@
 
+# make run ends within about RUN_BUDGET_MINUTES: on a host slower than the reference one, each task evaluates a
+# share of its profile size and the run says what that costs (themis_dagster/tasks/budget.py). RUN_BUDGET_MINUTES=
+# (empty) runs the whole profile however long it takes.
+RUN_BUDGET_MINUTES ?= 20
 run: setup
-	$(BIN)/themis run
+	$(BIN)/themis run $(if $(RUN_BUDGET_MINUTES),--budget-minutes $(RUN_BUDGET_MINUTES))
 
 # Headless Chromium (Debian's package) for the screenshot and browser tests and PostgreSQL for the cluster
 # tests; installed when we can (root with apt-get), otherwise those tests skip and say why.

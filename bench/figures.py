@@ -34,7 +34,7 @@ START = (
 )
 END = "<!-- end of current figures -->"
 NOT_MEASURED = "not measured since figures are generated; last figure: see git history of docs/benchmarks.md"
-HELPERS = ("results", "figures", "lm_eval_vllm", "gpu_slots_location")  # bench/*.py that measure nothing
+HELPERS = ("results", "figures", "lm_eval_vllm", "gpu_slots_location", "run_costs")  # bench/*.py that time nothing
 # machine kinds, best first; others sort after these by name
 ISA_ORDER = ("x86_64-avx512bf16", "x86_64-avx512", "x86_64-avx2")
 

@@ -23,7 +23,7 @@ from themis_dagster.stats.agreement import judges_fleiss_kappa
 from themis_dagster.tasks.bold.data import Params
 from themis_dagster.tasks.bold.metrics import panel_agreement
 from themis_dagster.tasks.loader import load_task
-from themis_dagster.tasks.spec import Judgment
+from themis_dagster.tasks.spec import JudgedInputs, Judgment
 
 FIRST, SECOND, THIRD = DEFAULT_MODEL_ID, f"{DEFAULT_MODEL_ID}-judge-b", f"{DEFAULT_MODEL_ID}-judge-c"
 
@@ -79,7 +79,7 @@ def test_majority_verdict_and_votes_by_hand() -> None:
     assert done["b"]["regard"] is None and done["b"]["regard_status"] == "no majority among the judges"
     assert done["c"]["regard"] == "neutral"  # one readable vote is the most votes
     assert done["a"]["toxicity"] == "non-toxic" and done["a"]["regard_reply"] == "Negative."
-    judged = judge.judged_values(list(done_judgments(judgments, done)), [], task.params, {})  # type: ignore[union-attr]
+    judged = judge.judged_values(JudgedInputs(list(done_judgments(judgments, done)), [], task.params, {}))  # type: ignore[union-attr]
     assert judged == []  # no metric values given: nothing to qualify
 
 
@@ -239,7 +239,7 @@ def test_the_majority_is_calibrated_as_a_judge_of_its_own(tmp_path: Path) -> Non
     assert found.kappa is not None and found.kappa.value == pytest.approx((0.75 - 5 / 16) / (1 - 5 / 16))
 
     values = [MetricValue(None, "negative_regard_share", 0.5, None, None, 2)]
-    [judged] = [v for v in task.second_opinion.judged_values([], values, task.params, {"regard": found})  # type: ignore[union-attr]
+    [judged] = [v for v in task.second_opinion.judged_values(JudgedInputs([], values, task.params, {"regard": found}))  # type: ignore[union-attr]
                 if v.metric == "negative_regard_share"]  # fmt: skip
     assert (judged.judge, judged.calibration_set, judged.kappa) == (found.judge, "regard", found.kappa.value)
     assert judged.note != UNCALIBRATED

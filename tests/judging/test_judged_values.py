@@ -15,7 +15,7 @@ from themis_dagster.judging.correction import UNCALIBRATED, JudgeCalibration, Ju
 from themis_dagster.stats import Estimate, Resampling
 from themis_dagster.stats.misclassification import corrected_shares_by_group
 from themis_dagster.tasks.loader import load_task
-from themis_dagster.tasks.spec import Judgment
+from themis_dagster.tasks.spec import JudgedInputs, Judgment
 
 JUDGE = "smollm2-135m-instruct"
 LABELS = ("negative", "neutral", "positive")
@@ -60,7 +60,7 @@ def _values(groups: dict[str, list[str]], calibrations: dict[str, JudgeCalibrati
     values = task.module.compute_metrics(judged, task.params)
     assert task.second_opinion is not None
     found: list[JudgedValue] = task.second_opinion.judged_values(  # type: ignore[attr-defined]
-        judged, values, task.params, calibrations
+        JudgedInputs(judged, values, task.params, calibrations)
     )
     return {(v.metric, v.subset): v for v in found}
 
@@ -126,7 +126,7 @@ def test_no_judge_model_no_judged_values() -> None:
     task = load_task("bold", {})
     judged = judgments({"A": ["negative"], "B": ["neutral"]})
     values = task.module.compute_metrics(judged, task.params)
-    assert task.second_opinion.judged_values(judged, values, task.params, {}) == []  # type: ignore[union-attr]
+    assert task.second_opinion.judged_values(JudgedInputs(judged, values, task.params, {})) == []  # type: ignore[union-attr]
 
 
 def test_simulation_corrected_disparity_covers_the_truth() -> None:

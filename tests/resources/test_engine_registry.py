@@ -78,3 +78,22 @@ def test_the_openai_kind_reads_a_models_own_arguments() -> None:
 def test_vllms_engines_refuse_another_kinds_arguments_before_loading() -> None:
     with pytest.raises(ConfigError, match=r"model 'm': engine.kind is 'fake'; vLLM's engines"):
         engine_kwargs(_spec({"kind": "fake"}), "/tmp/m", on_gpu=True)
+
+
+def test_an_engine_is_built_from_the_declared_spec_so_it_says_why_auto_chose_its_dtype(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The engine resolves ``dtype: auto`` itself and prints the reason; handed the resolved spec it would
+    read the dtype as pinned in the models file. The warm-engine key still uses the resolved dtype."""
+    built: list[str] = []
+    resource = FakeEngineResource()
+    original = FakeEngineResource._build
+
+    def spy(self: FakeEngineResource, spec: ModelSpec, weights: ResolvedWeights) -> object:
+        built.append(spec.dtype)
+        return original(self, spec, weights)
+
+    monkeypatch.setattr(FakeEngineResource, "_build", spy)
+    resource.engine_for(_spec(), WEIGHTS)
+    assert built == ["auto"]
+    assert '"dtype":"auto"' not in str(resource._key)  # the key names the dtype the engine computes in

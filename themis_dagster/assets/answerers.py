@@ -25,11 +25,12 @@ def answerer_for(
     Its answers are cached under the model's fingerprint (weights, output-changing settings, the
     engine's identity) when the platform's request cache is on.
     """
+    declared = spec  # the engine resolves dtype: auto itself, and says why (engine_for)
     spec, precision = resolved(spec, Path(weights.path))  # dtype: auto made concrete here, so it is in the key
     fingerprint = model_fingerprint(spec, weights, engine.output_identity()) if themis.request_cache else None
     return Answerer(
         model_id=spec.id,
-        engine=lambda: engine.engine_for(spec, weights),
+        engine=lambda: engine.engine_for(declared, weights),
         warehouse=warehouse,
         model_fingerprint=fingerprint,
         chunk_size=themis.request_chunk_size,

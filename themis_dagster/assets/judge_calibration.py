@@ -163,5 +163,9 @@ def judge_calibration(
             "agreement": preview(summary, rows=40),
             **({"kappa": kappa} if kappa is not None else {}),
             **answering_metadata(answering, themis.request_cache),
+            # what starting the engine took within this run (a time budget measures the answering apart from it)
+            "engine_load_seconds": round(info.load_seconds, 2)
+            if (info := engine.loaded_info()) is not None and engine.loaded_in_last_call
+            else 0.0,
         }
     )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from themis_dagster.cli import common
 from themis_dagster.cli.common import (
@@ -19,8 +20,12 @@ from themis_dagster.cli.common import (
     tasks_with_data,
 )
 from themis_dagster.cli.interrupts import Interrupted, Interruptions
+from themis_dagster.errors import ConfigError
 from themis_dagster.registry.models import DEFAULT_MODEL_ID
 from themis_dagster.settings import Settings
+
+if TYPE_CHECKING:
+    from themis_dagster.cli.budgeting import RunWork
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,20 +45,40 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "default model BOLD's regard judge, checked on the 301 regard texts); their judged metrics then say "
         "'uncalibrated judge' unless a calibration is already stored",
     )
+    run.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=_budget_from_env(),
+        help="end within about this many minutes: each task evaluates a share of its profile size, chosen from the "
+        "speed measured as the run goes (tasks/budget.py); default THEMIS_RUN_BUDGET_MINUTES, unset: no budget",
+    )
     run.set_defaults(func=cmd_run)
+
+
+def _budget_from_env() -> float | None:
+    value = os.environ.get("THEMIS_RUN_BUDGET_MINUTES", "").strip()
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"THEMIS_RUN_BUDGET_MINUTES={value!r}: expected a number of minutes") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
+    from themis_dagster.cli.budgeting import BudgetedProfile, say_plan
     from themis_dagster.definitions import build_definitions
     from themis_dagster.partitions import calibration_key, register_models
     from themis_dagster.resources.engine import shutdown_warm_engines
     from themis_dagster.runs.orphans import fail_dead_runs
     from themis_dagster.runs.owner import owner_tags
     from themis_dagster.runs.pools import ENGINE_POOL, engine_pool_in_use, ensure_engine_pool_limit
+    from themis_dagster.tasks.budget import summary as budget_summary
     from themis_dagster.tasks.loader import evaluation_tasks, validate_plan
 
+    started_run = time.perf_counter()
     settings = Settings.from_env()
     tasks = args.task or evaluation_tasks(settings)  # each variant (<task>__<perturbation>) right after its task
     validate_plan(settings, args.model, tasks)
@@ -61,6 +86,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         tasks, missing = tasks_with_data(settings, tasks)
         for task, reason in missing.items():
             print(f"[themis] skipping {task}: {reason}", file=sys.stderr)
+    budgeted = BudgetedProfile(settings, args.budget_minutes) if args.budget_minutes is not None else None
+    if budgeted is not None:
+        settings = budgeted.settings  # the run reads each task's size from the budget's copy of the profile
     ensure_dagster_home()
     instance = DagsterInstance.get()
     for run_id in fail_dead_runs(instance):  # killed earlier: schedules and sensors may now retry them
@@ -79,21 +107,36 @@ def cmd_run(args: argparse.Namespace) -> int:
             # judges first: a task's bias_metrics reports its judged metrics beside the calibration it finds
             for judge, calibration_set in calibrations:
                 current = f"judge_calibration {calibration_set}|{judge}"
-                failed += _calibrate(defs, instance, judge, calibration_set, calibration_key(judge, calibration_set))
+                calibrated, work = _calibrate(
+                    defs, instance, judge, calibration_set, calibration_key(judge, calibration_set)
+                )
+                failed += calibrated
+                if budgeted is not None:
+                    budgeted.observe_calibration(calibration_set, work)
                 stops.check(current)
-            for task in tasks:
+            if budgeted is not None:
+                say_plan(budgeted, tasks, time.perf_counter() - started_run)
+            for index, task in enumerate(tasks):
                 current = f"{args.model}|{task}"
-                if not _evaluate(job, instance, args.model, task):
+                if budgeted is not None:
+                    budgeted.plan(task, tasks[index:], time.perf_counter() - started_run)
+                ok, work = _evaluate(job, instance, args.model, task)
+                if not ok:
                     failed.append(task)
+                elif budgeted is not None:
+                    budgeted.observe(task, work)
                 stops.check(current)
                 if engine_pool_in_use(instance):  # another run waits for (or holds) the engine pool:
                     shutdown_warm_engines()  # do not keep a second engine in memory (one GPU) meanwhile
             if not args.skip_reports:
                 current = "the reports"
                 run_id = str(uuid.uuid4())
-                defs.resolve_job_def("reports").execute_in_process(
+                reports_started = time.perf_counter()
+                reports = defs.resolve_job_def("reports").execute_in_process(
                     instance=instance, run_config=QUIET_LOGS, run_id=run_id, tags=owner_tags(run_id)
                 )
+                status = "ok" if reports.success else "FAILED"
+                print(f"[themis] reports: {status} in {time.perf_counter() - reports_started:.1f} s", flush=True)
                 stops.check(current)
         except KeyboardInterrupt:  # a signal outside Dagster's steps (between tasks, while loading)
             stops.stopping()
@@ -107,6 +150,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             shutdown_warm_engines(process_exiting=common.QUICK_EXIT)
             print(f"[themis] engines shut down in {time.perf_counter() - started:.1f} s", flush=True)
+            if budgeted is not None:
+                budgeted.close()
     if interrupted is not None:
         print(
             f"[themis] {interrupted}: stopped; the answers committed so far are kept, and running the same "
@@ -118,14 +163,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.skip_reports:
         print_leaderboard(settings.warehouse)
     print_perturbation_effects(settings.warehouse, args.model, [task for task in tasks if task not in failed])
+    if budgeted is not None:
+        for line in budget_summary(budgeted.budget, tasks):
+            print(f"[themis] {line}", flush=True)
     if failed:
         print(f"[themis] failed tasks: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
 
 
-def _evaluate(job: Any, instance: Any, model: str, task: str) -> bool:
+def _evaluate(job: Any, instance: Any, model: str, task: str) -> tuple[bool, RunWork]:
     """One Dagster run of the ``evaluate`` job for ``model|task``; prints its outcome and engine times."""
+    from themis_dagster.cli.budgeting import run_work
     from themis_dagster.partitions import evaluation_key
     from themis_dagster.runs.owner import owner_tags
 
@@ -147,11 +196,14 @@ def _evaluate(job: Any, instance: Any, model: str, task: str) -> bool:
         engine_note = f" (engine: load {load.value if load else 0} s, inference {meta['engine_seconds'].value} s)"
     elapsed = time.perf_counter() - started
     print(f"[themis] {model}|{task}: {status} in {elapsed:.1f} s{engine_note}", flush=True)
-    return bool(result.success)
+    return bool(result.success), run_work(result, elapsed)
 
 
-def _calibrate(defs: Any, instance: Any, judge: str, calibration_set: str, partition_key: Any) -> list[str]:
+def _calibrate(
+    defs: Any, instance: Any, judge: str, calibration_set: str, partition_key: Any
+) -> tuple[list[str], RunWork]:
     """Run ``calibrate_judge`` for one judge and set; print its kappa. Returns ``[what failed]`` or ``[]``."""
+    from themis_dagster.cli.budgeting import run_work
     from themis_dagster.runs.owner import owner_tags
 
     started = time.perf_counter()
@@ -170,7 +222,10 @@ def _calibrate(defs: Any, instance: Any, judge: str, calibration_set: str, parti
             kappa = f", Cohen's kappa {event.metadata['kappa'].value:.3f}"
     status = "ok" if result.success else "FAILED"
     elapsed = time.perf_counter() - started
+    work = run_work(result, elapsed)
+    load = f" (engine: load {work.load_s} s)" if work.load_s else ""
     print(
-        f"[themis] judge {judge} on calibration set {calibration_set}: {status} in {elapsed:.1f} s{kappa}", flush=True
+        f"[themis] judge {judge} on calibration set {calibration_set}: {status} in {elapsed:.1f} s{load}{kappa}",
+        flush=True,
     )
-    return [] if result.success else [f"judge_calibration {calibration_set}|{judge}"]
+    return ([] if result.success else [f"judge_calibration {calibration_set}|{judge}"]), work

@@ -7,13 +7,28 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Self
 
 from themis_dagster.engines.base import AnswerSink, Engine
 from themis_dagster.exchange import GenerationParams, Request, Response
 
 
 @dataclass
-class DispatchStats:
+class Tally:
+    """Counters that add up field by field: the work of several calls counted as one (a nested tally adds its own)."""
+
+    def add(self, other: Self) -> None:
+        """Count ``other``'s work too (several chunks of one partition, or one asset answering in several calls)."""
+        for counter in fields(self):
+            mine = getattr(self, counter.name)
+            if isinstance(mine, Tally):
+                mine.add(getattr(other, counter.name))
+            else:
+                setattr(self, counter.name, mine + getattr(other, counter.name))
+
+
+@dataclass
+class DispatchStats(Tally):
     requests: int = 0
     engine_seconds: float = 0.0
     # the part of engine_seconds spent in this platform's hand-off of streamed answers (timing them,
@@ -23,11 +38,6 @@ class DispatchStats:
     output_tokens: int = 0
     errors: int = 0
     retried: int = 0
-
-    def add(self, other: DispatchStats) -> None:
-        """Count ``other``'s work too (the calls of several chunks of one partition)."""
-        for counter in fields(self):
-            setattr(self, counter.name, getattr(self, counter.name) + getattr(other, counter.name))
 
     @property
     def tokens_per_second(self) -> float:

@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from themis_dagster.engines.base import Engine
-from themis_dagster.engines.dispatch import DispatchStats, dispatch
+from themis_dagster.engines.dispatch import DispatchStats, Tally, dispatch
 from themis_dagster.engines.precision import DtypeChoice
 from themis_dagster.evaluation.request_keys import cacheable_rows, request_fingerprints
 from themis_dagster.evaluation.stage_io import Warehouse
@@ -43,7 +43,7 @@ from themis_dagster.warehouse.transactions import transaction
 
 
 @dataclass
-class AnswerStats:
+class AnswerStats(Tally):
     """What the engine did for a partition, and what it was spared."""
 
     dispatch: DispatchStats = field(default_factory=DispatchStats)
@@ -55,16 +55,6 @@ class AnswerStats:
     # cost of committing at an interval rather than once per chunk
     interval_commit_seconds: float = 0.0
     interval_commits: int = 0
-
-    def add(self, other: AnswerStats) -> None:
-        """Count ``other``'s answers in these (one asset answering in several calls)."""
-        self.dispatch.add(other.dispatch)
-        self.reused += other.reused
-        self.sent += other.sent
-        self.chunks += other.chunks
-        self.cached_now += other.cached_now
-        self.interval_commit_seconds += other.interval_commit_seconds
-        self.interval_commits += other.interval_commits
 
 
 def answering_metadata(stats: AnswerStats, request_cache: bool) -> dict[str, Any]:

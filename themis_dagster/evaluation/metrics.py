@@ -23,7 +23,7 @@ from themis_dagster.judging.correction import JudgedValue
 from themis_dagster.refusals.judged import refusal_judged_values
 from themis_dagster.refusals.outcome import marked, refusal_metrics
 from themis_dagster.tasks.loader import LoadedTask
-from themis_dagster.tasks.spec import Judgment, MetricValue
+from themis_dagster.tasks.spec import JudgedInputs, Judgment, MetricValue
 from themis_dagster.warehouse.frames import from_frame, rows_frame
 
 
@@ -55,7 +55,7 @@ def metric_values(
     judged: list[JudgedValue] = []
     if task.judge_model and (judge := task.calibrated_judge) is not None:  # each judged metric beside its judge
         records = from_frame("judgments", judgments, Judgment)
-        judged = judge.judged_values(records, values, task.params, calibrations.of_judge(task))
+        judged = judge.judged_values(JudgedInputs(records, values, task.params, calibrations.of_judge(task)))
         del records
     if (refusal_judge := task.params.refusal_judge_model) and marked(judgments):  # refusals decided by a model
         calibration = calibrations.of_refusal_judge(refusal_judge)

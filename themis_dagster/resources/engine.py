@@ -96,6 +96,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
         self._claimed = True
 
     def engine_for(self, spec: ModelSpec, weights: ResolvedWeights) -> Engine:
+        declared_spec = spec  # the engine resolves dtype: auto itself and says why (a resolved spec reads as pinned)
         spec, _ = resolved(spec, Path(weights.path))  # dtype: auto and its resolution share one engine
         # a mitigation variant shares its parent's loaded engine, wrapped (themis_dagster/mitigations/)
         declared = spec.model_dump_json(exclude={"id", "description", "parent", "mitigation"})
@@ -110,7 +111,7 @@ class EngineResource(ConfigurableResource):  # type: ignore[type-arg]
             engine = _WARM.get(key) if self.keep_warm else None
             self._loaded_now = engine is None
             if engine is None:
-                engine = self._build_for(spec, weights)
+                engine = self._build_for(declared_spec, weights)
                 EngineResource.loads += 1
                 if self.keep_warm:
                     _WARM[key] = engine

@@ -27,7 +27,8 @@ _NAME = r"[^\W\d_]\w*"
 PATTERNS: dict[Syntax, re.Pattern[str]] = {
     "{X}": re.compile(r"\{" + _NAME + r"\}"),
     "[X]": re.compile(r"\[" + _NAME + r"\]"),
-    "{{ x }}": re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL),
+    # a Jinja2 expression or statement, and a double-braced name closed by a bracket (CBBQ's ``{{NAME2]}``)
+    "{{ x }}": re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{\{\s*" + _NAME + r"\s*\]\}", re.DOTALL),
 }
 # Every syntax at once, in the regex dialect polars shares with Python here: a prefilter over a text column.
 ANY = "(?s)" + "|".join(pattern.pattern for pattern in PATTERNS.values())

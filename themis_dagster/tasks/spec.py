@@ -228,6 +228,17 @@ class JudgePanel(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class JudgedInputs:
+    """What ``CalibratedJudge.judged_values`` reads: the partition's judgments and metric values, the task's
+    parameters and the judge's stored calibration for each question kind it asks (None: not calibrated)."""
+
+    judgments: list[Judgment]
+    values: list[MetricValue]
+    params: Any
+    calibrations: Mapping[str, JudgeCalibration | None]
+
+
 @runtime_checkable
 class CalibratedJudge(Protocol):
     """A ``SecondOpinion`` whose labels can be checked against people and its judged metrics corrected.
@@ -251,15 +262,9 @@ class CalibratedJudge(Protocol):
         """The label a reply gives (None: unreadable), as the task reads it."""
         ...
 
-    def judged_values(
-        self,
-        judgments: list[Judgment],
-        values: list[MetricValue],
-        params: Any,
-        calibrations: Mapping[str, JudgeCalibration | None],
-    ) -> list[JudgedValue]:
-        """Every judged metric of ``values`` as judged and corrected with ``calibrations`` (by kind); a judge that
-        declares itself a ``CalibratedJudge`` and counts no metric of its own (the refusal judge) inherits none."""
+    def judged_values(self, judged: JudgedInputs) -> list[JudgedValue]:
+        """Every judged metric of ``judged.values`` as judged and corrected with ``judged.calibrations``; a judge
+        that declares itself a ``CalibratedJudge`` and counts no metric of its own (the refusal judge) inherits none."""
         return []
 
 

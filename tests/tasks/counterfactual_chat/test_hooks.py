@@ -14,7 +14,7 @@ from themis_dagster.judging.correction import JudgeCalibration
 from themis_dagster.tasks.counterfactual_chat import utils
 from themis_dagster.tasks.counterfactual_chat.data import Params
 from themis_dagster.tasks.counterfactual_chat.identities import IdentitySet
-from themis_dagster.tasks.spec import Request, Response, TaskInputs
+from themis_dagster.tasks.spec import JudgedInputs, Request, Response, TaskInputs
 
 INPUTS = TaskInputs(datasets_dir=MIRROR, cache_dir=Path("/nonexistent-cache"), allow_downloads=False)
 PARAMS = Params(limit=2, judge_model="judge-m", bootstrap_resamples=200)
@@ -110,7 +110,7 @@ def test_judged_values_carry_the_regard_calibration() -> None:
     answers = [_reply(a, t) for a, t in zip(asks[:4], ["neither", "neither", "negative", "neutral"], strict=True)]
     applied = utils.SECOND_OPINION.apply(judged, asks, answers, PARAMS)
     values = utils.compute_metrics(applied, PARAMS)
-    uncalibrated = utils.SECOND_OPINION.judged_values(applied, values, PARAMS, {"regard": None})
+    uncalibrated = utils.SECOND_OPINION.judged_values(JudgedInputs(applied, values, PARAMS, {"regard": None}))
     assert {(v.metric, v.note) for v in uncalibrated} >= {
         ("harmful_difference_rate", "uncalibrated judge"),
         ("negative_regard_share", "uncalibrated judge"),
@@ -118,7 +118,7 @@ def test_judged_values_carry_the_regard_calibration() -> None:
     # a judge that is always right: the corrected share is the judged one
     labels = ("negative", "neutral", "positive")
     perfect = JudgeCalibration("judge-m", "regard", labels, labels * 10, labels * 10)
-    judged_values = utils.SECOND_OPINION.judged_values(applied, values, PARAMS, {"regard": perfect})
+    judged_values = utils.SECOND_OPINION.judged_values(JudgedInputs(applied, values, PARAMS, {"regard": perfect}))
     calibrated = {(v.metric, v.subset): v for v in judged_values}
     share = calibrated[("negative_regard_share", None)]
     assert (share.value, share.corrected, share.calibration_set) == (0.5, pytest.approx(0.5), "regard")

@@ -3,11 +3,18 @@
 Each domain file maps a group (``American_actresses``, ``islam``) to the people or topics of its
 Wikipedia source, each with one or more sentence beginnings: ``{group: {name: [prompt, ...]}}``.
 23,679 prompts in all. One item per prompt; ``subset`` is ``<domain>:<group>``.
+
+One published prompt (profession, ``Information``) begins with Wikipedia markup the scrape kept,
+``{{Use \n\ndates|date=May 2020}}``: a page-maintenance template that Wikipedia renders as nothing.
+``read_domain`` removes such a template as Wikipedia renders it and logs it, so the family declares
+``{{ x }}`` and the prompts stage fails on any other.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +34,18 @@ DOMAINS: tuple[Domain, ...] = ("gender", "race", "profession", "political_ideolo
 # completion, temperature 0.9 ("to approximate nucleus sampling conditions"), 20 new tokens
 # (RealToxicityPrompts' setting), one continuation per prompt. Seeded, so a re-run repeats it.
 HELM_GENERATION = GenerationParams(max_tokens=20, temperature=0.9, top_p=1.0, seed=1234)
+
+
+_WIKI_TEMPLATE = re.compile(r"\{\{[^{}]*\}\}\s*")
+_log = logging.getLogger(__name__)
+
+
+def unmarked(prompt: str, where: str) -> str:
+    """The prompt without Wikipedia template markup (``{{...}}``, rendered as nothing), logged naming ``where``."""
+    text = _WIKI_TEMPLATE.sub("", prompt)
+    if text != prompt:
+        _log.warning("BOLD %s: Wikipedia template markup removed from the prompt %r", where, prompt[:80])
+    return text
 
 
 def file_name(domain: str) -> str:
@@ -97,7 +116,7 @@ def read_domain(path: Path, domain: str) -> list[tuple[str, str, str]]:
         for name, prompts in names.items():
             if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
                 raise ValueError(f"{path.name}: {group}/{name} is not a list of prompts")
-            rows.extend((group, name, prompt) for prompt in prompts)
+            rows.extend((group, name, unmarked(prompt, f"{path.name} {group}/{name}")) for prompt in prompts)
     return rows
 
 

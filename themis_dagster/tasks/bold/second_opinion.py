@@ -18,13 +18,13 @@ from dataclasses import replace
 from typing import Any
 
 from themis_dagster.judging.calibration_sets import CalibrationRow
-from themis_dagster.judging.correction import JudgeCalibration, JudgedValue
+from themis_dagster.judging.correction import JudgedValue
 from themis_dagster.stats.agreement import majority_verdict
 from themis_dagster.tasks.bold import metrics
 from themis_dagster.tasks.bold.data import JUDGE_ANSWERS, Params
 from themis_dagster.tasks.bold.judge import MAX_CHARS
 from themis_dagster.tasks.rendering import TemplatedChat, render
-from themis_dagster.tasks.spec import Judgment, MetricValue, Request, Response
+from themis_dagster.tasks.spec import JudgedInputs, Judgment, Request, Response
 
 QUESTIONS = {"regard": "bold_regard", "toxicity": "bold_toxicity"}
 # The calibration set that checks each question's labels (evaluation/judging/questions.py); toxicity has none.
@@ -104,19 +104,14 @@ class RegardToxicityJudge:
     def read_label(self, kind: str, reply: str | None) -> str | None:
         return read_answer(kind, reply)
 
-    def judged_values(
-        self,
-        judgments: list[Judgment],
-        values: list[MetricValue],
-        params: Params,
-        calibrations: Mapping[str, JudgeCalibration | None],
-    ) -> list[JudgedValue]:
+    def judged_values(self, judged: JudgedInputs) -> list[JudgedValue]:
+        params: Params = judged.params
         if params.judge_model is None:
             return []
         if params.judge_verdict == "majority":  # calibrated as a judge of its own (majority_calibration)
             name = "majority of " + ", ".join(params.judges())
-            return metrics.judged_values(judgments, values, params, name, calibrations)
-        return metrics.judged_values(judgments, values, params, params.judge_model, calibrations)
+            return metrics.judged_values(judged.judgments, judged.values, params, name, judged.calibrations)
+        return metrics.judged_values(judged.judgments, judged.values, params, params.judge_model, judged.calibrations)
 
     def judges(self, params: Params) -> tuple[str, ...]:
         return params.judges()

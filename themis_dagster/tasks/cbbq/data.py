@@ -9,10 +9,21 @@ Files: the task file lists the ones this project has; a selected category x cont
 is resolved through the datasets catalog (mirror, cache, then its canonical URL), which fails
 naming where it looked and the URL, unless ``absent`` declares it missing: then it is skipped
 and the category's score for that context is not reported.
+
+Holes: some published rows still carry a name marker the repository's ``generate_r.py`` never
+filled, because the template misspelt it (``{{NMAE1}}``, ``{{NAM1}}``, ``{{NAME2]}``, ``{{NAME2}人``,
+``NAME2}}``). Which value the marker stood for depends on which of the two sentences the script
+wrote for that row (it writes each pair with the names swapped), and where both markers were
+misspelt the row does not say, so no row is repaired: every row whose texts carry a marker is
+dropped, counted per file and logged (``holed``), and the family declares ``{X}`` and ``{{ x }}``
+so the prompts stage fails on any that would still reach a model.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -20,6 +31,7 @@ import polars as pl
 from pydantic import Field, field_validator
 
 from themis_dagster.tasks.dataset_files import task_file
+from themis_dagster.tasks.placeholders import holes
 from themis_dagster.tasks.sampling import DistinctCategories, seeded_sample, selected
 from themis_dagster.tasks.spec import Item, TaskInputs
 
@@ -32,6 +44,10 @@ CATEGORIES: tuple[Category, ...] = get_args(Category)
 Context = Literal["ambiguous", "disambiguous"]
 CONTEXTS: tuple[Context, ...] = get_args(Context)
 UNKNOWN = 2
+TEXTS = ("context", "question", "ans0", "ans1", "ans2")
+# a name marker of generate_r.py however misspelt: NAME1, NMAE1, NAM1 ... with a brace or bracket on either side
+_MARKER = re.compile(r"[{\[]\s*N[A-Z]{1,3}E?\d|N[A-Z]{1,3}E?\d\s*[\]}]")
+_log = logging.getLogger(__name__)
 
 
 class Params(DistinctCategories):
@@ -79,15 +95,41 @@ def item_from_row(row: dict[str, Any], category: str, context: str) -> Item:
     return Item(item_id=item_id, subset=category, fields=fields)
 
 
+def is_holed(row: dict[str, Any]) -> bool:
+    """Whether one of the row's texts carries a name marker the dataset's generation left unfilled."""
+    return any(holes(text, ("{X}", "{{ x }}")) or _MARKER.search(text) for text in _texts(row))
+
+
+def _texts(row: dict[str, Any]) -> Iterable[str]:
+    return (str(row[name]) for name in TEXTS if row.get(name) is not None)
+
+
+def holed(rows: list[dict[str, Any]], where: str) -> tuple[list[dict[str, Any]], int]:
+    """The rows without a hole, and how many were dropped (logged, naming ``where``, when any)."""
+    kept = [row for row in rows if not is_holed(row)]
+    dropped = len(rows) - len(kept)
+    if dropped:
+        _log.warning("CBBQ %s: %d of %d rows dropped: a name marker left unfilled in the published data",
+                     where, dropped, len(rows))  # fmt: skip
+    return kept, dropped
+
+
+def read_rows(path: Path, category: str, context: str) -> list[dict[str, Any]]:
+    """A file's rows (BOM stripped from the header), those with a hole dropped (``holed``)."""
+    frame = pl.read_csv(path, infer_schema_length=0)
+    rows = frame.rename({column: column.lstrip("\ufeff") for column in frame.columns}).to_dicts()
+    return holed(rows, f"{category}/{context}")[0]
+
+
 def load_items(files: dict[str, Path], params: Params, *, inputs: TaskInputs | None = None) -> list[Item]:
-    """Items per category (canonical order), ambiguous then disambiguous, ``limit`` rows each, seeded."""
+    """Items per category (canonical order), ambiguous then disambiguous, ``limit`` rows each, seeded, of the rows
+    without a hole (``holed``)."""
     items: list[Item] = []
     for index, category in selected(CATEGORIES, params.categories):
         for context_index, context in enumerate(CONTEXTS):
             if f"{category}/{context}" in params.absent:
                 continue
-            frame = pl.read_csv(_file(files, category, context, inputs), infer_schema_length=0)
-            rows = frame.rename({column: column.lstrip("\ufeff") for column in frame.columns}).to_dicts()
+            rows = read_rows(_file(files, category, context, inputs), category, context)
             rows = seeded_sample(rows, params.limit, (params.seed, index, context_index))
             items.extend(item_from_row(row, category, context) for row in rows)
     return items

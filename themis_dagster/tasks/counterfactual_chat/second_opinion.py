@@ -21,7 +21,6 @@ from themis_dagster.judging.calibration_sets import CalibrationRow
 from themis_dagster.judging.correction import (
     UNCALIBRATED,
     Interval,
-    JudgeCalibration,
     JudgedValue,
     corrected_values,
     interval,
@@ -42,7 +41,7 @@ from themis_dagster.tasks.counterfactual_chat.judge import (
 )
 from themis_dagster.tasks.counterfactual_chat.metrics import with_answers
 from themis_dagster.tasks.rendering import TemplatedChat, render
-from themis_dagster.tasks.spec import Judgment, MetricValue, Request, Response
+from themis_dagster.tasks.spec import JudgedInputs, Judgment, Request, Response
 
 CALIBRATION_SETS = {"regard": "regard"}
 EMBEDDING_KIND = "hidden_mean"
@@ -141,15 +140,11 @@ class CounterfactualJudge:
     def read_label(self, kind: str, reply: str | None) -> str | None:
         return read_regard(reply)
 
-    def judged_values(
-        self,
-        judgments: list[Judgment],
-        values: list[MetricValue],
-        params: Params,
-        calibrations: Mapping[str, JudgeCalibration | None],
-    ) -> list[JudgedValue]:
+    def judged_values(self, judged: JudgedInputs) -> list[JudgedValue]:
         """``negative_regard_share`` (per reply group) and ``negative_regard_gap`` (per pair) corrected for the
         judge's errors on the regard set; ``harmful_difference_rate`` as judged by an uncalibrated judge."""
+        params: Params = judged.params
+        judgments, values, calibrations = judged.judgments, judged.values, judged.calibrations
         if params.judge_model is None:
             return []
         judge = params.judge_model

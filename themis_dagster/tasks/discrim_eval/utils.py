@@ -6,11 +6,16 @@ then its ``gen_prefix`` with ``target_delimiter: ""`` (so no space after the per
 lm-eval builds it); the choices ``yes``, ``Yes``, ``no``, ``No`` are the continuations.
 All four requests of a prompt share its whole context (about 200 tokens): the engine reads
 three of them from vLLM's prefix cache. Scores: ``regression.py``.
+
+One published prompt (explicit.jsonl line 6818, question 71, age 60) kept the generation's ``[AGE]``
+marker unfilled; ``filled`` fills it as the dataset's generation fills it, with the row's age, and
+logs it, so the family declares ``[X]`` and the prompts stage fails on any other.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from pathlib import Path
 from typing import Literal
@@ -33,6 +38,16 @@ from themis_dagster.tasks.measures import Ratio, single
 from themis_dagster.tasks.spec import Item, Judgment, MetricValue, Request, Response, TaskParams
 
 CHOICES = ("yes", "Yes", "no", "No")
+AGE_MARKER = "[AGE]"
+_log = logging.getLogger(__name__)
+
+
+def filled(text: str, age: float, where: str) -> str:
+    """The prompt with a left ``[AGE]`` marker filled with the row's age (whole years), logged naming ``where``."""
+    if AGE_MARKER not in text:
+        return text
+    _log.warning("DiscrimEval %s: the unfilled %s filled with the row's age %g", where, AGE_MARKER, age)
+    return text.replace(AGE_MARKER, f"{age:g}")
 
 
 class Params(TaskParams):
@@ -71,7 +86,7 @@ def load_items(files: dict[str, Path], params: Params) -> list[Item]:
             if params.max_questions is not None and len(questions) > params.max_questions:
                 break
             fields = {
-                "filled_template": row["filled_template"],
+                "filled_template": filled(row["filled_template"], float(row["age"]), f"{name} line {line_number + 1}"),
                 "decision_question_id": question,
                 "age": float(row["age"]),
                 "gender": gender,

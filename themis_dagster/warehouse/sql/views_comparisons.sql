@@ -1,26 +1,32 @@
 -- Paired comparisons, regression gates and checkpoint trends (docs/comparisons.md).
 
+-- Holm's adjustment over a family of tests, written once for comparisons and perturbation_effects:
+-- a family is the rows of one (family_a, family_b) that have a p-value; with its m p-values sorted
+-- ascending (rank k; ties by task, metric, subset), p_adjusted = max over j <= k of min(1, (m - j + 1) p_(j)).
+-- holm_rank is a row's rank k in its family; holm_adjusted its p_adjusted, given m and k (window
+-- functions cannot nest, so a view computes m and k in one step and the adjustment in the next).
+CREATE OR REPLACE MACRO holm_rank(p, family_a, family_b, task, metric, subset) AS
+    row_number() OVER (PARTITION BY family_a, family_b ORDER BY p NULLS LAST, task, metric, subset NULLS FIRST);
+CREATE OR REPLACE MACRO holm_adjusted(p, m, k, family_a, family_b, task, metric, subset) AS
+    CASE WHEN p IS NOT NULL THEN
+        max(least(1.0, (m - k + 1) * p)) OVER (
+            PARTITION BY family_a, family_b ORDER BY p NULLS LAST, task, metric, subset NULLS FIRST
+            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+        )
+    END;
+
 -- One row per (model, baseline, task, subset, metric): the model's value and the baseline's
 -- on the items both have (n_pairs), their difference with a paired-bootstrap CI, the test's
 -- p-value and Holm's adjustment over the battery: every row of the same (model, baseline)
 -- pair that has a p-value (all tasks, metrics and subsets compared so far) is one family.
--- Holm: with p sorted ascending (rank k of m), p_adjusted = max over j <= k of min(1, (m - j + 1) p_(j)).
 CREATE OR REPLACE VIEW comparisons AS
 WITH ranked AS (
-    SELECT *,
-           count(p_value) OVER (PARTITION BY model, baseline) AS family_size,
-           row_number() OVER (
-               PARTITION BY model, baseline ORDER BY p_value NULLS LAST, task, metric, subset NULLS FIRST
-           ) AS p_rank
+    SELECT *, count(p_value) OVER (PARTITION BY model, baseline) AS family_size,
+           holm_rank(p_value, model, baseline, task, metric, subset) AS p_rank
     FROM comparison_results
 )
 SELECT model, baseline, task, subset, metric, value, baseline_value, difference, ci_low, ci_high, p_value,
-       CASE WHEN p_value IS NOT NULL THEN
-           max(least(1.0, (family_size - p_rank + 1) * p_value)) OVER (
-               PARTITION BY model, baseline ORDER BY p_value NULLS LAST, task, metric, subset NULLS FIRST
-               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-           )
-       END AS p_adjusted,
+       holm_adjusted(p_value, family_size, p_rank, model, baseline, task, metric, subset) AS p_adjusted,
        n_pairs, test
 FROM ranked;
 
@@ -79,25 +85,16 @@ LEFT JOIN comparisons c
 
 -- Perturbation effects (docs/counterfactuals.md): one row per (model, variant task, scope, subset, metric),
 -- the perturbed value against the original on the same items, the difference with its paired CI, the
--- metric's own test and Holm's adjustment over the battery: every row of one (model, scope) with a
--- p-value (all tasks, perturbations, metrics and subsets measured so far) is one family.
--- Holm: with p sorted ascending (rank k of m), p_adjusted = max over j <= k of min(1, (m - j + 1) p_(j)).
+-- metric's own test and Holm's adjustment over the battery (holm_adjusted above): every row of one
+-- (model, scope) with a p-value (all tasks, perturbations, metrics and subsets measured so far) is one family.
 CREATE OR REPLACE VIEW perturbation_effects AS
 WITH ranked AS (
-    SELECT *,
-           count(p_value) OVER (PARTITION BY model, scope) AS family_size,
-           row_number() OVER (
-               PARTITION BY model, scope ORDER BY p_value NULLS LAST, task, metric, subset NULLS FIRST
-           ) AS p_rank
+    SELECT *, count(p_value) OVER (PARTITION BY model, scope) AS family_size,
+           holm_rank(p_value, model, scope, task, metric, subset) AS p_rank
     FROM perturbation_effect_results
 )
 SELECT model, base_task, perturbation, task, scope, subset, metric, value, original_value, difference,
        ci_low, ci_high, p_value,
-       CASE WHEN p_value IS NOT NULL THEN
-           max(least(1.0, (family_size - p_rank + 1) * p_value)) OVER (
-               PARTITION BY model, scope ORDER BY p_value NULLS LAST, task, metric, subset NULLS FIRST
-               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-           )
-       END AS p_adjusted,
+       holm_adjusted(p_value, family_size, p_rank, model, scope, task, metric, subset) AS p_adjusted,
        n_pairs, n_changed, n_unchanged, test, perturbation_key
 FROM ranked;

@@ -1,0 +1,108 @@
+"""``themis run --budget-minutes``: the run's overrides file, rewritten before each task at the size the budget allows.
+
+The planning is ``tasks/budget.py``'s; this module keeps the files and reads what each Dagster run
+did (seconds, engine load, answers computed now or reused) for it.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from themis_dagster.errors import ConfigError
+from themis_dagster.settings import Settings
+from themis_dagster.tasks.budget import Budget, budget_for
+from themis_dagster.tasks.variants import split_variant
+
+
+@dataclass(frozen=True)
+class RunWork:
+    """What one Dagster run did: its seconds, the engine's load within them, answers computed and reused."""
+
+    seconds: float
+    load_s: float = 0.0
+    sent: int = 0
+    reused: int = 0
+
+    @property
+    def fresh(self) -> float:
+        """The share of its answers this run computed (1.0 when it reports none: all its time was work)."""
+        total = self.sent + self.reused
+        return self.sent / total if total else 1.0
+
+
+def run_work(result: Any, seconds: float) -> RunWork:
+    """Sum the answering metadata of every asset a Dagster run materialized."""
+    totals = {"engine_load_seconds": 0.0, "requests_sent": 0.0, "answers_reused": 0.0}
+    for event in result.get_asset_materialization_events():
+        meta = event.materialization.metadata
+        for key in totals:
+            if key in meta:
+                totals[key] += float(meta[key].value)
+    return RunWork(seconds, totals["engine_load_seconds"], int(totals["requests_sent"]), int(totals["answers_reused"]))
+
+
+class BudgetedProfile:
+    """The run's own copy of its overrides file, each task's entry at the size the budget gives it."""
+
+    def __init__(self, settings: Settings, minutes: float) -> None:
+        source = settings.task_overrides_file
+        if source is None:
+            raise ConfigError("--budget-minutes needs a run profile (THEMIS_TASK_OVERRIDES): the sizes it scales")
+        raw = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+        self.entries: dict[str, dict[str, Any]] = {str(task): dict(values or {}) for task, values in raw.items()}
+        self.budget: Budget = budget_for(minutes, self.entries)
+        self.path = settings.cache_dir / "run_profiles" / f"budget-{uuid.uuid4().hex[:12]}.yaml"
+        self.settings = settings.model_copy(update={"task_overrides_file": self.path})
+        self._write()
+
+    def plan(self, task: str, remaining: list[str], elapsed_s: float) -> None:
+        """Size ``task`` (and the variants after it, which keep its items) for the budget left; say so when smaller."""
+        base, perturbation = split_variant(task)
+        if perturbation is not None or base not in self.entries:
+            return  # a variant is compared item by item with its task: it runs the items its task ran
+        before = len(self.budget.resized)
+        self.entries[base] = self.budget.params_for(base, self.budget.scale(remaining, elapsed_s))
+        self._write()
+        if len(self.budget.resized) > before:
+            print(f"[themis] budget: {self.budget.resized[-1].describe()}", flush=True)
+
+    def observe(self, task: str, work: RunWork) -> None:
+        """Count a task's run toward this host's measured speed."""
+        base = split_variant(task)[0]
+        reference = self.budget.expected_s(task, self.entries.get(base, {}))
+        self.budget.observe(work.seconds - work.load_s, reference, work.fresh)
+
+    def observe_calibration(self, calibration_set: str, work: RunWork) -> None:
+        """The calibration's answering (its engine's start left out: a cold compile cache costs a minute more)."""
+        reference = self.budget.costs.calibrations.get(calibration_set)
+        if reference:
+            self.budget.observe(work.seconds - work.load_s, reference, work.fresh)
+
+    def close(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(self.path.name + ".partial")
+        partial.write_text(yaml.safe_dump(self.entries, sort_keys=False), encoding="utf-8")
+        partial.replace(self.path)
+
+
+def say_plan(profile: BudgetedProfile, tasks: list[str], elapsed_s: float) -> None:
+    """The run's first estimate: the profile's time here against the budget."""
+    budget = profile.budget
+    scale = budget.scale(tasks, elapsed_s)
+    whole = sum(budget.expected_s(task, profile.entries.get(split_variant(task)[0], {})) for task in tasks)
+    estimate = (budget.speed * (whole + budget.costs.reports_s) + elapsed_s) / 60
+    print(
+        f"[themis] time budget {budget.seconds / 60:.0f} min: make run's profile would take about {estimate:.0f} min "
+        f"here (this host at {budget.speed:.2f}x the reference host's seconds, {budget.costs.host}); "
+        + ("every task runs at its profile size" if scale >= 1 else f"tasks run at about {scale:.0%} of their size"),
+        file=sys.stderr,
+        flush=True,
+    )
