@@ -16,6 +16,7 @@ import yaml
 from themis_dagster.errors import ConfigError
 from themis_dagster.settings import Settings
 from themis_dagster.tasks.budget import Budget, budget_for
+from themis_dagster.tasks.profile import replace_text
 from themis_dagster.tasks.variants import split_variant
 
 
@@ -87,10 +88,7 @@ class BudgetedProfile:
         self.path.unlink(missing_ok=True)
 
     def _write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.path.with_name(self.path.name + ".partial")
-        partial.write_text(yaml.safe_dump(self.entries, sort_keys=False), encoding="utf-8")
-        partial.replace(self.path)
+        replace_text(self.path, yaml.safe_dump(self.entries, sort_keys=False))
 
 
 def say_plan(profile: BudgetedProfile, tasks: list[str], elapsed_s: float) -> None:

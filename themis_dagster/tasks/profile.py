@@ -31,9 +31,14 @@ def profile_text(kind: SizeKind = "run") -> str:
 
 def write_profile(path: Path, kind: SizeKind = "run") -> Path:
     """Write the profile to ``path`` (replaced whole, never half-written)."""
+    return replace_text(path, profile_text(kind))
+
+
+def replace_text(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` whole: a reader sees the old file or the new one, never half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(profile_text(kind), encoding="utf-8")
+    partial.write_text(text, encoding="utf-8")
     partial.replace(path)
     return path
 
