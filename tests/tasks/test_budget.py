@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import time
 from pathlib import Path
 
 import duckdb
@@ -100,9 +102,11 @@ def test_themis_run_within_a_budget_runs_smaller_and_says_what_it_costs(
     costs.write_text(yaml.safe_dump(reference))
     monkeypatch.setattr(budget_module, "COSTS_FILE", costs)
     argv = ["run", "--model", MODEL, "--task", "crows_pairs", "--skip-reports"]
-    assert cli.main([*argv, "--budget-minutes", "1"]) == 0
+    since = time.time() - 600  # make started ten minutes ago (its setup): inside the budget too
+    assert cli.main([*argv, "--budget-minutes", "1", "--budget-since", str(since)]) == 0
     out = capsys.readouterr()
-    assert "time budget 1 min: make run's profile would take about 83 min here" in out.err
+    estimate = re.search(r"time budget 1 min: make run's profile would take about (\d+) min here", out.err)
+    assert estimate is not None and 93 <= int(estimate[1]) <= 96  # 83 min of tasks after 10 (and the CLI's start)
     assert "budget: crows_pairs: limit 24 of 40 (confidence intervals about 1.29x as wide)" in out.out
     assert "1 of 1 tasks ran smaller than make run's profile" in out.out
     with duckdb.connect(env["THEMIS_WAREHOUSE"], read_only=True) as conn:

@@ -52,6 +52,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="end within about this many minutes: each task evaluates a share of its profile size, chosen from the "
         "speed measured as the run goes (tasks/budget.py); default THEMIS_RUN_BUDGET_MINUTES, unset: no budget",
     )
+    run.add_argument(
+        "--budget-since",
+        type=float,
+        metavar="EPOCH_SECONDS",
+        help="count the budget from this moment (Unix time) instead of from this command's start: make run "
+        "passes the time make started, so that the setup before it is inside the budget",
+    )
     run.set_defaults(func=cmd_run)
 
 
@@ -79,6 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from themis_dagster.tasks.loader import evaluation_tasks, validate_plan
 
     started_run = time.perf_counter()
+    if args.budget_since is not None:  # the setup make ran first counts too
+        started_run -= max(0.0, time.time() - args.budget_since)
     settings = Settings.from_env()
     tasks = args.task or evaluation_tasks(settings)  # each variant (<task>__<perturbation>) right after its task
     validate_plan(settings, args.model, tasks)
