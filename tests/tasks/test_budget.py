@@ -114,3 +114,11 @@ def test_themis_run_within_a_budget_runs_smaller_and_says_what_it_costs(
     assert pairs == (24,)
     assert list((tmp_path / "cache" / "run_profiles").glob("*.yaml")) == []  # the run's copy is removed
     assert yaml.safe_load(overrides.read_text())["crows_pairs"] == {"limit": 40}  # the user's file untouched
+
+
+def test_a_bad_budget_variable_fails_naming_it_before_any_engine(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("THEMIS_RUN_BUDGET_MINUTES", "twenty")
+    assert cli.main(["run", "--task", "crows_pairs"]) == 2
+    assert "THEMIS_RUN_BUDGET_MINUTES='twenty': expected a number of minutes" in capsys.readouterr().err

@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument(
         "--budget-minutes",
         type=float,
-        default=_budget_from_env(),
+        default=None,
         help="end within about this many minutes: each task evaluates a share of its profile size, chosen from the "
         "speed measured as the run goes (tasks/budget.py); default THEMIS_RUN_BUDGET_MINUTES, unset: no budget",
     )
@@ -95,7 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         tasks, missing = tasks_with_data(settings, tasks)
         for task, reason in missing.items():
             print(f"[themis] skipping {task}: {reason}", file=sys.stderr)
-    budgeted = BudgetedProfile(settings, args.budget_minutes) if args.budget_minutes is not None else None
+    minutes = args.budget_minutes if args.budget_minutes is not None else _budget_from_env()
+    budgeted = BudgetedProfile(settings, minutes) if minutes is not None else None
     if budgeted is not None:
         settings = budgeted.settings  # the run reads each task's size from the budget's copy of the profile
     ensure_dagster_home()
