@@ -3,7 +3,11 @@ declaration read from a file, which makes an unknown key such an error instead o
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class ConfigError(ValueError):
@@ -23,3 +27,11 @@ def format_validation_error(error: ValidationError, origin: str) -> str:
         where = ".".join(str(part) for part in item["loc"]) or "(root)"
         lines.append(f"{origin}: {where}: {item['msg']}")
     return "\n".join(lines)
+
+
+def validated(model: type[ModelT], data: object, origin: str) -> ModelT:
+    """``data`` as ``model``; invalid data is a ``ConfigError`` naming ``origin`` and every bad field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error, origin)) from None

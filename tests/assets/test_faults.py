@@ -11,12 +11,9 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,7 @@ import pytest
 from dagster import DagsterInstance, materialize
 
 from tests.conftest import make_resources, requires_mirror, write_overrides
-from tests.engines.openai_fake import FakeServer
+from tests.engines.openai_fake import FakeServer, running_fake_server
 from themis_dagster.assets import evaluation_assets
 from themis_dagster.engines.base import Engine
 from themis_dagster.engines.fake import FakeEngine
@@ -102,7 +99,6 @@ class DroppingServer(FakeServer):
     """The project's fake vLLM-like server; while ``dropping``, chosen completions die mid-body."""
 
     dropping: bool = False
-    dropped: int = 0
 
     def drops(self, path: str, body: dict[str, Any]) -> bool:
         """About a third of the scoring requests, chosen by their tokens (so a retry drops again)."""
@@ -114,49 +110,8 @@ class DroppingServer(FakeServer):
 
 @pytest.fixture
 def dropping() -> Iterator[DroppingServer]:
-    state = DroppingServer()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def _serve(self, method: str) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else {}
-            with state.lock:
-                state.requests.append((method, self.path, body, self.headers.get("Authorization", "")))
-            status, headers, payload = state.handle(method, self.path, body)
-            self.send_response(status)
-            for key, value in {"Content-Type": "application/json", **headers}.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            if state.drops(self.path, body):
-                self.wfile.write(payload[: len(payload) // 2])  # headers and half the body, then the peer is gone
-                self.wfile.flush()
-                self.connection.shutdown(socket.SHUT_RDWR)
-                self.close_connection = True
-                with state.lock:
-                    state.dropped += 1
-                return
-            self.wfile.write(payload)
-
-        def do_GET(self) -> None:
-            self._serve("GET")
-
-        def do_POST(self) -> None:
-            self._serve("POST")
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    with running_fake_server(DroppingServer()) as state:
+        yield state
 
 
 def _scored(server: DroppingServer) -> int:

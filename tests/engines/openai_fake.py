@@ -8,6 +8,7 @@ engine and request builders the tests share.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -67,9 +68,14 @@ class FakeServer:
     max_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     port: int = 0
+    dropped: int = 0  # replies cut half-way (``drops``)
 
     def count(self, path: str) -> int:
         return sum(1 for _, p, _, _ in self.requests if p == path)
+
+    def drops(self, path: str, body: dict[str, Any]) -> bool:
+        """Whether this reply dies half-way (headers and half the body, then the connection): never, here."""
+        return False
 
     def handle(self, method: str, path: str, body: dict[str, Any]) -> Reply:
         if self.responder is not None:
@@ -134,9 +140,9 @@ class FakeServer:
 
 
 @contextmanager
-def running_fake_server() -> Iterator[FakeServer]:
-    """A ``FakeServer`` listening on a free local port until the block ends."""
-    state = FakeServer()
+def running_fake_server(state: FakeServer | None = None) -> Iterator[FakeServer]:
+    """``state`` (a new ``FakeServer`` by default) listening on a free local port until the block ends."""
+    state = state if state is not None else FakeServer()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -161,6 +167,14 @@ def running_fake_server() -> Iterator[FakeServer]:
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
+                if state.drops(self.path, body):
+                    self.wfile.write(payload[: len(payload) // 2])
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    with state.lock:
+                        state.dropped += 1
+                    return
                 self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass

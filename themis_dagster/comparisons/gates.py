@@ -19,9 +19,9 @@ import os
 from pathlib import Path
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, validated
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.loader import load_task, task_names
 from themis_dagster.tasks.measures import paired_metrics
@@ -64,10 +64,7 @@ def gates_file() -> Path:
 
 def parse_gates(data: object, origin: str = "<gates>") -> list[Gate]:
     """Validate gate data (parsed YAML) against the task registry; ConfigError names the field."""
-    try:
-        parsed = GatesFile.model_validate(data if data is not None else {})
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, origin)) from None
+    parsed = validated(GatesFile, data if data is not None else {}, origin)
     known = task_names()
     gates = []
     seen: set[tuple[str, str]] = set()

@@ -16,9 +16,8 @@ from functools import cache
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
 
-from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
+from themis_dagster.errors import StrictModel, validated
 from themis_dagster.settings import FAMILIES_DIR, family_sections
 
 CATALOG_DIR = Path(__file__).resolve().parent
@@ -54,10 +53,7 @@ def load_catalog(folder: Path = CATALOG_DIR, families: Path = FAMILIES_DIR) -> d
         for name, entry in entries.items():
             if name in datasets:
                 raise ValueError(f"dataset {name!r} declared twice in the catalogue ({where})")
-            try:
-                datasets[name] = CatalogDataset.model_validate(entry)
-            except ValidationError as error:
-                raise ConfigError(format_validation_error(error, f"{where}.{name}")) from None
+            datasets[name] = validated(CatalogDataset, entry, f"{where}.{name}")
     return datasets
 
 

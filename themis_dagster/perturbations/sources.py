@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from themis_dagster.datasets import resolve_file, sha256_file
-from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, validated
 from themis_dagster.perturbations.pairs import PairList, RawPair, is_word, resolve_pairs
 from themis_dagster.perturbations.pronouns import PRONOUNS
 
@@ -78,10 +78,7 @@ class ListsFile(StrictModel):
 @cache
 def declared_lists(path: Path = LISTS_FILE) -> ListsFile:
     """The declared lists, validated (a bad declaration fails naming the file and the field)."""
-    try:
-        return ListsFile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, str(path))) from error
+    return validated(ListsFile, yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,11 @@ import yaml
 from pydantic import (
     BeforeValidator,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, validated
 from themis_dagster.registry.engine_args import FakeEngineArgs, OpenAIEngineArgs
 from themis_dagster.registry.mitigation import Mitigation
 from themis_dagster.registry.model_id import validate_model_id
@@ -365,10 +364,7 @@ def inherit_from_parent(data: object) -> object:
 
 def parse_models(data: object, origin: str = "<models>") -> dict[str, ModelSpec]:
     """Validate registry data (already parsed YAML) and index it by model id."""
-    try:
-        parsed = ModelsFile.model_validate(inherit_from_parent(data))
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, origin)) from None
+    parsed = validated(ModelsFile, inherit_from_parent(data), origin)
     return {spec.id: spec for spec in parsed.models}
 
 

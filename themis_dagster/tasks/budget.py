@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, validated
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.family import sizes
 from themis_dagster.tasks.variants import split_variant
@@ -81,10 +81,7 @@ def load_costs(path: Path | None = None) -> ReferenceCosts:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as error:
         raise ConfigError(f"{path}: cannot read the reference costs: {error}") from None
-    try:
-        return ReferenceCosts.model_validate(raw)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, str(path))) from None
+    return validated(ReferenceCosts, raw, str(path))
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from themis_dagster.datasets import CatalogDataset
-from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, validated
 from themis_dagster.perturbations import parse_perturbations
 from themis_dagster.settings import FAMILIES_DIR
 from themis_dagster.tasks.declaration import read_yaml_mapping
@@ -159,10 +159,7 @@ def _read(folder: Path) -> FamilySpec:
         raise ConfigError(
             f"family {folder.name!r}: {path} is missing: every folder of task files declares its family there"
         )
-    try:
-        return FamilySpec.model_validate(read_yaml_mapping(path))
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, f"family {folder.name!r} ({path})")) from None
+    return validated(FamilySpec, read_yaml_mapping(path), f"family {folder.name!r} ({path})")
 
 
 def _check(family: Family) -> None:

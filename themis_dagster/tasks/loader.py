@@ -14,10 +14,9 @@ from types import ModuleType
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from themis_dagster.engines.precision import check_batch_invariant, this_gpu, wants_batch_invariant
-from themis_dagster.errors import ConfigError, format_validation_error
+from themis_dagster.errors import ConfigError, validated
 from themis_dagster.perturbations import Declaration, Mirror, build, builtin_perturbations
 from themis_dagster.registry.models import get_model, load_registry
 from themis_dagster.settings import Settings
@@ -166,10 +165,7 @@ def task_names(root: Path = TASKS_DIR) -> list[str]:
 def _load_spec(path: Path) -> TaskSpec:
     """The task file's declaration, merged with the files it includes, validated."""
     declaration = read_declaration(path)
-    try:
-        return TaskSpec.model_validate(declaration.fields)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, declaration.origin)) from None
+    return validated(TaskSpec, declaration.fields, declaration.origin)
 
 
 def _load_templates(spec: TaskSpec, task_file: Path) -> dict[str, str]:
@@ -296,10 +292,7 @@ def load_task(
     hooks = resolve_hooks(importlib.import_module(spec.module), name)
     given = without_perturbations(overrides or {})  # an override's perturbations declare variants, not a parameter
     merged = {**spec.params, **{key: value for key, value in given.items() if key != VARIANT_DECLARATION}}
-    try:
-        params = hooks.Params.model_validate(merged)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, f"task {name} params")) from None
+    params = validated(hooks.Params, merged, f"task {name} params")
     if models is not None:
         check_registered_models(name, params, models)
     templates = _load_templates(spec, path)

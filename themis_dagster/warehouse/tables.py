@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, validated
 from themis_dagster.settings import FAMILIES_DIR, family_sections
 
 
@@ -390,10 +390,7 @@ def family_tables(root: Path = FAMILIES_DIR) -> dict[str, Table]:
             where = f"family {family!r}: tables.{name}"
             if name in _PLATFORM_TABLES or name in found:
                 raise ConfigError(f"{where}: a warehouse table of that name is already declared")
-            try:
-                found[name] = DeclaredTable.model_validate(raw).table(name)
-            except ValidationError as error:
-                raise ConfigError(format_validation_error(error, where)) from None
+            found[name] = validated(DeclaredTable, raw, where).table(name)
     return found
 
 

@@ -26,9 +26,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, validated
 from themis_dagster.tasks.declaration import read_yaml_mapping
 
 PLACEHOLDER = "{persona}"
@@ -174,10 +174,7 @@ def read_poll(path: Path) -> PollSpec:
     raw = read_yaml_mapping(path)
     if "file" in raw:
         raise ConfigError(f"{path}: file: set by the reader, not declared")
-    try:
-        poll = PollSpec.model_validate({**raw, "file": str(path)})
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, str(path))) from None
+    poll = validated(PollSpec, {**raw, "file": str(path)}, str(path))
     sets = {}
     for name, persona_set in poll.persona_sets.items():
         reference: Any = persona_set.reference
