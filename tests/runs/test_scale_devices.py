@@ -114,8 +114,10 @@ def _claim_in_process(home: str, run_id: str, hold_s: float, queue: multiprocess
         chosen = claim_devices(instance, run_id, 1, GPUS[:2], poll_s=0.1)
         queue.put((run_id, chosen, time.monotonic()))
         time.sleep(hold_s)
-        release_devices(instance, run_id)
+        # Stamped before the release: the stamped span lies inside the span the storage held the slot,
+        # so two stamped spans overlap only if the storage really let two runs hold one device.
         queue.put((run_id, "released", time.monotonic()))
+        release_devices(instance, run_id)
 
 
 def test_processes_claiming_at_once_never_share_a_device(home: Path) -> None:
@@ -140,6 +142,20 @@ def test_processes_claiming_at_once_never_share_a_device(home: Path) -> None:
         holding[device] = run_id
     with DagsterInstance.from_config(str(home)) as instance:
         assert set(holders(instance, GPUS).values()) == {None}
+
+
+def test_a_process_that_imports_only_the_device_claims_gets_the_compare_and_set_claim() -> None:
+    """The claim that keeps two processes off one device is installed by the module that claims them."""
+    import subprocess
+    import sys
+
+    check = (
+        "import themis_dagster.runs.devices\n"
+        "from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage as S\n"
+        "from themis_dagster.runs import dagster_fixes\n"
+        "assert S._claim_concurrency_slot is not dagster_fixes.DAGSTER_CLAIM"
+    )
+    subprocess.run([sys.executable, "-c", check], check=True, timeout=120)
 
 
 def _racing_storage(instance: DagsterInstance, rival: DagsterInstance, devices: tuple[str, ...]) -> None:

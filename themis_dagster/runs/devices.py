@@ -6,9 +6,11 @@ Admission is Dagster's: the queue admits runs under ``concurrency.pools`` (granu
 Dagster's own machinery: each device the host lends runs (``THEMIS_DEVICES``) is a concurrency
 pool ``gpu/<device>`` of one slot, kept in the instance's storage (SQLite or PostgreSQL), and
 a run claims the slots of the devices it needs with ``claim_concurrency_slot``, the same
-transactional claim the executor makes for a step. A claimed slot is held until the run frees
-it (``release_devices``) or, when its worker dies, until Dagster's run monitoring frees the
-slots of ended runs (``run_monitoring.free_slots_after_run_end_seconds``).
+transactional claim the executor makes for a step (with the compare-and-set fix of
+``dagster_fixes``, installed here on import, since a process that claims devices may import
+nothing else of the project). A claimed slot is held until the run frees it
+(``release_devices``) or, when its worker dies, until Dagster's run monitoring frees the slots
+of ended runs (``run_monitoring.free_slots_after_run_end_seconds``).
 
 A model needing n devices (``tensor_parallel_size x pipeline_parallel_size``) claims n free
 ones at once or none: a partial claim is given back before waiting, so two runs never hold half
@@ -26,6 +28,10 @@ from collections.abc import Callable, Sequence
 
 from dagster import DagsterInstance
 from sqlalchemy.exc import IntegrityError
+
+from themis_dagster.runs import dagster_fixes
+
+dagster_fixes.install()  # device slots are claimed by other processes at the same moment, also on SQLite
 
 DEVICE_POOL_PREFIX = "gpu/"
 CLAIM_STEP = "themis-devices"  # the "step" the run's device slots are claimed for
