@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
 from themis_dagster.errors import ConfigError, StrictModel, validated
 
@@ -27,3 +29,20 @@ def test_every_bad_field_is_named_with_the_origin() -> None:
         ["file.yaml", "entry", "sise"],
     ]
     assert raised.value.__cause__ is None  # the pydantic traceback is not chained onto the user's error
+
+
+class Other(StrictModel):
+    kind: Literal["other"]
+    weight: float = Field(ge=0)
+
+
+class ReaderError(ValueError):
+    """A reader's own error type (LangBiTe's scenario and library readers raise theirs)."""
+
+
+def test_a_union_is_validated_through_its_type_adapter_and_a_reader_names_its_error() -> None:
+    either: TypeAdapter[Declared | Other] = TypeAdapter(Declared | Other)
+    assert validated(either, {"kind": "other", "weight": 0.5}, "file.yaml") == Other(kind="other", weight=0.5)
+    with pytest.raises(ReaderError, match=r"^scenario: ") as raised:
+        validated(Other, {"kind": "other", "weight": -1}, "scenario", error=ReaderError)
+    assert "scenario: weight: " in str(raised.value) and raised.value.__cause__ is None

@@ -3,11 +3,12 @@ declaration read from a file, which makes an unknown key such an error instead o
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -29,9 +30,20 @@ def format_validation_error(error: ValidationError, origin: str) -> str:
     return "\n".join(lines)
 
 
-def validated(model: type[ModelT], data: object, origin: str) -> ModelT:
-    """``data`` as ``model``; invalid data is a ``ConfigError`` naming ``origin`` and every bad field."""
+@overload
+def validated(model: type[ModelT], data: object, origin: str, *, error: type[ValueError] = ...) -> ModelT: ...
+
+
+@overload
+def validated(model: TypeAdapter[T], data: object, origin: str, *, error: type[ValueError] = ...) -> T: ...
+
+
+def validated(model: Any, data: object, origin: str, *, error: type[ValueError] = ConfigError) -> Any:
+    """``data`` as ``model`` (a pydantic model, or a ``TypeAdapter`` of a union of them); invalid data is an
+    ``error`` (a ``ConfigError`` unless a reader names its own) naming ``origin`` and every bad field."""
     try:
+        if isinstance(model, TypeAdapter):
+            return model.validate_python(data)
         return model.model_validate(data)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, origin)) from None
+    except ValidationError as invalid:
+        raise error(format_validation_error(invalid, origin)) from None

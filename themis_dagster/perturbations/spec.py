@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter
 
-from themis_dagster.errors import ConfigError, StrictModel, format_validation_error
+from themis_dagster.errors import ConfigError, StrictModel, validated
 from themis_dagster.perturbations.descriptors import descriptor_pairs, load_axes
 from themis_dagster.perturbations.pairs import PairList
 from themis_dagster.perturbations.sources import Mirror, load_list, read_user_pairs
@@ -67,10 +67,7 @@ def builtin_perturbations(path: Path = BUILTIN_FILE) -> dict[str, Declaration]:
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     declared: dict[str, Declaration] = {}
     for name, entry in raw.items():
-        try:
-            declared[name] = _DECLARATION.validate_python({**entry, "name": name})
-        except ValidationError as error:
-            raise ConfigError(format_validation_error(error, f"{path}: {name}")) from error
+        declared[name] = validated(_DECLARATION, {**entry, "name": name}, f"{path}: {name}")
     return declared
 
 
@@ -93,10 +90,7 @@ def parse_perturbations(entries: Any, origin: str, base_dir: Path | None = None)
                 raise ConfigError(f"{where}: unknown perturbation {entry!r}; known: {', '.join(sorted(builtin))}")
             declaration = builtin[entry]
         else:
-            try:
-                declaration = _DECLARATION.validate_python(entry)
-            except ValidationError as error:
-                raise ConfigError(format_validation_error(error, where)) from error
+            declaration = validated(_DECLARATION, entry, where)
             if not declaration.name:
                 raise ConfigError(f"{where}: name: a declared perturbation needs a name ([a-z0-9_], 25 at most)")
             if declaration.name in builtin:

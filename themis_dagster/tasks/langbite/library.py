@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from themis_dagster.errors import StrictModel, format_validation_error
+from themis_dagster.errors import StrictModel, validated
 from themis_dagster.tasks.langbite.scenario import (
     Concern,
     EthicalRequirement,
@@ -140,10 +140,7 @@ def read_library(path: Path, language: str, library: str) -> list[Template]:
             "operation": prediction.get("operation"), "expected_value": prediction.get("expected_value"),
             "key": prediction.get("key"),
         }  # fmt: skip
-        try:
-            templates.append(Template.model_validate(raw))
-        except ValidationError as error:
-            raise LibraryError(format_validation_error(error, origin)) from None
+        templates.append(validated(Template, raw, origin, error=LibraryError))
     duplicates = sorted(prompt_id for prompt_id, n in Counter(t.prompt_id for t in templates).items() if n > 1)
     if duplicates:
         raise LibraryError(f"{path.name}: prompt_id must be unique, repeated: {duplicates}")

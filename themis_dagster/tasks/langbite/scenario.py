@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from themis_dagster.errors import format_validation_error
+from themis_dagster.errors import validated
 
 Concern = Literal[
     "ageism", "lgtbiqphobia", "politics", "racism", "religion", "sexism", "xenophobia", "sexism_ambiguity"
@@ -138,10 +138,7 @@ class TestScenario(_Strict):
 
 def parse_scenario(raw: Any, origin: str = "scenario") -> TestScenario:
     """Validate an already-parsed scenario (dict); raises ScenarioError naming each bad field."""
-    try:
-        return TestScenario.model_validate(raw)
-    except ValidationError as error:
-        raise ScenarioError(format_validation_error(error, origin)) from None
+    return validated(TestScenario, raw, origin, error=ScenarioError)
 
 
 def load_scenario(path: Path) -> TestScenario:
