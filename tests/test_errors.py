@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Literal
 
 import pytest
+import yaml
 from pydantic import Field, TypeAdapter
 
-from themis_dagster.errors import ConfigError, StrictModel, validated
+from themis_dagster.errors import ConfigError, StrictModel, load_yaml, validated
+from themis_dagster.settings import PROJECT_ROOT
 
 
 class Declared(StrictModel):
@@ -46,3 +48,19 @@ def test_a_union_is_validated_through_its_type_adapter_and_a_reader_names_its_er
     with pytest.raises(ReaderError, match=r"^scenario: ") as raised:
         validated(Other, {"kind": "other", "weight": -1}, "scenario", error=ReaderError)
     assert "scenario: weight: " in str(raised.value) and raised.value.__cause__ is None
+
+
+def test_every_yaml_file_of_the_project_reads_as_yaml_safe_load_reads_it() -> None:
+    """``load_yaml`` (libyaml's parser) gives the documents PyYAML's own safe loader gives, on every file we ship."""
+    shipped = (PROJECT_ROOT / "themis_dagster").rglob("*.yaml")
+    files = sorted([*shipped, *(PROJECT_ROOT / "data").glob("*.yaml"), *(PROJECT_ROOT / "data").glob("*/*.yaml")])
+    assert len(files) > 50
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert load_yaml(text) == yaml.safe_load(text), path
+    assert yaml.__with_libyaml__  # the pinned PyYAML wheel carries libyaml: the fast parser is the one used
+
+
+def test_a_bad_yaml_document_raises_yaml_s_own_error() -> None:
+    with pytest.raises(yaml.YAMLError):
+        load_yaml("task: [unclosed")

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, Json, ValidationError
 
-from themis_dagster.errors import ConfigError
+from themis_dagster.errors import ConfigError, load_yaml
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FAMILIES_DIR = Path(__file__).resolve().parent / "tasks"
@@ -102,7 +102,7 @@ def family_sections(key: str, root: Path = FAMILIES_DIR) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for path in sorted(root.glob("*/family.yaml")):
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            raw = load_yaml(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as error:
             raise ConfigError(f"{path}: not valid YAML: {error}") from None
         if isinstance(raw, dict) and raw.get(key) is not None:

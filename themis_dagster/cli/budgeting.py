@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from themis_dagster.errors import ConfigError
+from themis_dagster.errors import ConfigError, load_yaml
 from themis_dagster.settings import Settings
 from themis_dagster.tasks.budget import Budget, budget_for
 from themis_dagster.tasks.profile import replace_text
@@ -54,7 +54,7 @@ class BudgetedProfile:
         source = settings.task_overrides_file
         if source is None:
             raise ConfigError("--budget-minutes needs a run profile (THEMIS_TASK_OVERRIDES): the sizes it scales")
-        raw = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+        raw = load_yaml(source.read_text(encoding="utf-8")) or {}
         self.entries: dict[str, dict[str, Any]] = {str(task): dict(values or {}) for task, values in raw.items()}
         self.budget: Budget = budget_for(minutes, self.entries)
         self.path = settings.cache_dir / "run_profiles" / f"budget-{uuid.uuid4().hex[:12]}.yaml"

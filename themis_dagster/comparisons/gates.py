@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 from pydantic import Field
 
-from themis_dagster.errors import ConfigError, StrictModel, validated
+from themis_dagster.errors import ConfigError, StrictModel, load_yaml, validated
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.loader import load_task, task_names
 from themis_dagster.tasks.measures import paired_metrics
@@ -110,7 +110,7 @@ def load_gates(path: Path | None = None) -> list[Gate]:
     if not path.is_file():
         return []
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
     return parse_gates(data, origin=str(path))

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
-
-from themis_dagster.errors import StrictModel, validated
+from themis_dagster.errors import StrictModel, load_yaml, validated
 from themis_dagster.settings import FAMILIES_DIR, family_sections
 
 CATALOG_DIR = Path(__file__).resolve().parent
@@ -44,7 +42,7 @@ class CatalogDataset(StrictModel):
 def load_catalog(folder: Path = CATALOG_DIR, families: Path = FAMILIES_DIR) -> dict[str, CatalogDataset]:
     """Parse the declarative catalogue of benchmark files: ``catalog*.yaml`` here, then every family's ``datasets``."""
     sources: list[tuple[str, dict[str, object]]] = [
-        (path.name, yaml.safe_load(path.read_text()) or {}) for path in sorted(folder.glob("catalog*.yaml"))
+        (path.name, load_yaml(path.read_text()) or {}) for path in sorted(folder.glob("catalog*.yaml"))
     ]
     declared = family_sections("datasets", families)
     sources += [(f"family {family!r}: datasets", entries) for family, entries in declared.items()]

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from dagster import AssetKey, AssetMaterialization, DagsterInstance
 
+from themis_dagster.errors import load_yaml
 from themis_dagster.exchange import Response
 from themis_dagster.importers import ImportedReplies
 from themis_dagster.partitions import evaluation_key
@@ -30,7 +31,7 @@ def ensure_model_registered(settings: Settings, model_id: str, origin: str) -> b
     if model_id in load_registry(settings.models_file, settings.discovered_models_file):
         return False
     path = settings.discovered_models_file
-    data = yaml.safe_load(path.read_text()) if path.is_file() else None
+    data = load_yaml(path.read_text()) if path.is_file() else None
     models = list((data or {}).get("models", []))
     spec = ModelSpec(id=model_id, source=ImportedSource(origin=origin), description="imported replies")
     models.append(spec.model_dump(mode="json", exclude_defaults=True) | {"source": spec.source.model_dump(mode="json")})

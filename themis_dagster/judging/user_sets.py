@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import Field, ValidationError
 
-from themis_dagster.errors import ConfigError, StrictModel
+from themis_dagster.errors import ConfigError, StrictModel, load_yaml
 from themis_dagster.judging.calibration_sets import CalibrationSet, load_csv_calibration_set
 
 
@@ -61,7 +60,7 @@ def read_declared_sets(path: Path | None) -> tuple[DeclaredCsvSet, ...]:
     """The sets declared in ``path`` (``calibration_sets:`` a list); none when the file does not exist."""
     if path is None or not path.is_file():
         return ()
-    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    document = load_yaml(path.read_text(encoding="utf-8")) or {}
     entries = document.get("calibration_sets") if isinstance(document, dict) else None
     if entries is None:
         return ()

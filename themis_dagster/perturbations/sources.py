@@ -16,11 +16,10 @@ from functools import cache
 from pathlib import Path
 from typing import Literal, TypeVar
 
-import yaml
 from pydantic import Field, model_validator
 
 from themis_dagster.datasets import resolve_file, sha256_file
-from themis_dagster.errors import ConfigError, StrictModel, validated
+from themis_dagster.errors import ConfigError, StrictModel, load_yaml, validated
 from themis_dagster.perturbations.pairs import PairList, RawPair, is_word, resolve_pairs
 from themis_dagster.perturbations.pronouns import PRONOUNS
 
@@ -78,7 +77,7 @@ class ListsFile(StrictModel):
 @cache
 def declared_lists(path: Path = LISTS_FILE) -> ListsFile:
     """The declared lists, validated (a bad declaration fails naming the file and the field)."""
-    return validated(ListsFile, yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+    return validated(ListsFile, load_yaml(path.read_text(encoding="utf-8")), str(path))
 
 
 @dataclass(frozen=True)

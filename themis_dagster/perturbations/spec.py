@@ -17,10 +17,9 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, TypeAdapter
 
-from themis_dagster.errors import ConfigError, StrictModel, validated
+from themis_dagster.errors import ConfigError, StrictModel, load_yaml, validated
 from themis_dagster.perturbations.descriptors import descriptor_pairs, load_axes
 from themis_dagster.perturbations.pairs import PairList
 from themis_dagster.perturbations.sources import Mirror, load_list, read_user_pairs
@@ -64,7 +63,7 @@ _DECLARATION: TypeAdapter[Declaration] = TypeAdapter(Declaration)
 @cache
 def builtin_perturbations(path: Path = BUILTIN_FILE) -> dict[str, Declaration]:
     """The declared perturbations by name (a bad entry fails naming the file and the field)."""
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    raw = load_yaml(path.read_text(encoding="utf-8")) or {}
     declared: dict[str, Declaration] = {}
     for name, entry in raw.items():
         declared[name] = validated(_DECLARATION, {**entry, "name": name}, f"{path}: {name}")

@@ -39,7 +39,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from themis_dagster.errors import load_yaml
 
 PHRASES_FILE = Path(__file__).resolve().parent / "phrases.yaml"
 FALLBACK_LANGUAGE = "en"
@@ -131,7 +131,7 @@ def _alternation(phrases: tuple[str, ...]) -> re.Pattern[str]:
 
 @cache
 def _languages() -> dict[str, _Language]:
-    raw = yaml.safe_load(PHRASES_FILE.read_text(encoding="utf-8"))
+    raw = load_yaml(PHRASES_FILE.read_text(encoding="utf-8"))
     default_window = int(raw["window_chars"])
     english = raw["languages"][FALLBACK_LANGUAGE]
     languages: dict[str, _Language] = {}

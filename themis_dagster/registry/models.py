@@ -13,7 +13,7 @@ from pydantic import (
     model_validator,
 )
 
-from themis_dagster.errors import ConfigError, StrictModel, validated
+from themis_dagster.errors import ConfigError, StrictModel, load_yaml, validated
 from themis_dagster.registry.engine_args import FakeEngineArgs, OpenAIEngineArgs
 from themis_dagster.registry.mitigation import Mitigation
 from themis_dagster.registry.model_id import validate_model_id
@@ -373,7 +373,7 @@ def load_models(path: Path) -> dict[str, ModelSpec]:
     if not path.is_file():
         raise ConfigError(f"models file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
     return parse_models(data, origin=str(path))

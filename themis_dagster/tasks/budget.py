@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from themis_dagster.errors import ConfigError, StrictModel, validated
+from themis_dagster.errors import ConfigError, StrictModel, load_yaml, validated
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.family import sizes
 from themis_dagster.tasks.variants import split_variant
@@ -78,7 +78,7 @@ def load_costs(path: Path | None = None) -> ReferenceCosts:
     """Read ``costs.yaml`` (default ``COSTS_FILE``); a malformed file fails naming the field."""
     path = path or COSTS_FILE
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as error:
         raise ConfigError(f"{path}: cannot read the reference costs: {error}") from None
     return validated(ReferenceCosts, raw, str(path))

@@ -25,13 +25,13 @@ from typing import Any
 
 import yaml
 
-from themis_dagster.errors import ConfigError
+from themis_dagster.errors import ConfigError, load_yaml
 
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """A YAML file that must hold a mapping (a task declaration or an include-only base)."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(raw, dict):

@@ -13,10 +13,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import yaml
-
 from themis_dagster.engines.precision import check_batch_invariant, this_gpu, wants_batch_invariant
-from themis_dagster.errors import ConfigError, validated
+from themis_dagster.errors import ConfigError, load_yaml, validated
 from themis_dagster.perturbations import Declaration, Mirror, build, builtin_perturbations
 from themis_dagster.registry.models import get_model, load_registry
 from themis_dagster.settings import Settings
@@ -142,7 +140,7 @@ def _task_files(root: Path) -> dict[str, Path]:
     for path in sorted(root.rglob("*.yaml")):
         if path.name.endswith("templates.yaml"):
             continue
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
         if not isinstance(raw, dict) or "task" not in raw:
             continue
         name = str(raw["task"])
@@ -172,7 +170,7 @@ def _load_templates(spec: TaskSpec, task_file: Path) -> dict[str, str]:
     if spec.templates is None:
         return {}
     path = task_file.parent / spec.templates
-    raw = yaml.safe_load(path.read_text())
+    raw = load_yaml(path.read_text())
     if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
         raise ConfigError(f"{path}: expected a mapping of template name to Jinja2 text")
     return {str(key): value for key, value in raw.items()}
@@ -389,7 +387,7 @@ def load_overrides(path: Path | None) -> dict[str, dict[str, Any]]:
         return {}
     if not path.is_file():
         raise ConfigError(f"task overrides file not found: {path}")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = load_yaml(path.read_text()) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of task name to parameters")
     known = task_files()

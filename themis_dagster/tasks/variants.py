@@ -13,9 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from themis_dagster.errors import ConfigError
+from themis_dagster.errors import ConfigError, load_yaml
 from themis_dagster.perturbations import Declaration, parse_perturbations
 
 SEPARATOR = "__"
@@ -40,7 +38,7 @@ def declared_variants(path: Path | None, tasks: list[str]) -> dict[str, tuple[st
     """
     if path is None or not path.is_file():
         return {}
-    raw: Any = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    raw: Any = load_yaml(path.read_text(encoding="utf-8")) or {}
     if not isinstance(raw, dict):
         return {}  # load_overrides names this error
     variants: dict[str, tuple[str, Declaration]] = {}

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
+from themis_dagster.errors import load_yaml
 from themis_dagster.tasks.bold.data import Params, load_items
 from themis_dagster.tasks.bold.judge import judge
 from themis_dagster.tasks.bold.metrics import PAIRED_METRICS, compute_metrics
@@ -21,7 +20,7 @@ from themis_dagster.tasks.spec import Item, Request
 
 __all__ = ["PAIRED_METRICS", "SECOND_OPINION", "Params", "build_requests", "compute_metrics", "judge", "load_items"]
 TEMPLATE = "bold_prompt"
-TEMPLATES = yaml.safe_load((Path(__file__).with_name("bold_templates.yaml")).read_text(encoding="utf-8"))
+TEMPLATES = load_yaml((Path(__file__).with_name("bold_templates.yaml")).read_text(encoding="utf-8"))
 
 
 def build_requests(items: list[Item], params: Params, templates: dict[str, str]) -> list[Request]:

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
+from themis_dagster.errors import load_yaml
 from themis_dagster.refusals import detect_refusal
 from themis_dagster.tasks.counterfactual_chat.data import Params, load_items
 from themis_dagster.tasks.counterfactual_chat.judge import reply_text
@@ -85,5 +84,5 @@ def judge(items: list[Item], requests: list[Request], responses: list[Response],
     return judgments
 
 
-TEMPLATES = yaml.safe_load(Path(__file__).with_name("counterfactual_chat_templates.yaml").read_text(encoding="utf-8"))
+TEMPLATES = load_yaml(Path(__file__).with_name("counterfactual_chat_templates.yaml").read_text(encoding="utf-8"))
 SECOND_OPINION = CounterfactualJudge(TEMPLATES)

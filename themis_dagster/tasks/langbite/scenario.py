@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from themis_dagster.errors import validated
+from themis_dagster.errors import load_yaml, validated
 
 Concern = Literal[
     "ageism", "lgtbiqphobia", "politics", "racism", "religion", "sexism", "xenophobia", "sexism_ambiguity"
@@ -147,7 +147,7 @@ def load_scenario(path: Path) -> TestScenario:
         raise ScenarioError(f"scenario file not found: {path}")
     text = path.read_text(encoding="utf-8")
     try:
-        raw = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+        raw = json.loads(text) if path.suffix.lower() == ".json" else load_yaml(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         raise ScenarioError(
             f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {error}"

@@ -31,9 +31,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from themis_dagster.errors import load_yaml
 from themis_dagster.refusals import mark_refusal, replies_by
 from themis_dagster.settings import PROJECT_ROOT
 from themis_dagster.tasks.langbite import augmentation, oracles, second_opinion
@@ -339,7 +339,7 @@ TEMPLATES_FILE = Path(__file__).with_name("langbite_templates.yaml")
 
 @lru_cache(maxsize=4)
 def _template_text(path: str, mtime_ns: int, name: str) -> str:
-    return str(yaml.safe_load(Path(path).read_text(encoding="utf-8"))[name])
+    return str(load_yaml(Path(path).read_text(encoding="utf-8"))[name])
 
 
 def judge_templates() -> dict[str, str]:

@@ -33,8 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from themis_dagster.errors import load_yaml
 from themis_dagster.tasks.bbq.parser import ParsedAnswer
 from themis_dagster.tasks.spec import Item, Response
 
@@ -67,7 +66,7 @@ WRITTEN = tuple(_written(letter) for letter in "ABC")
 @cache
 def phrases(kind: Kind, language: str) -> tuple[str, ...]:
     """The ``kind`` phrases searched in a reply in ``language``, in the order they are tried."""
-    table = yaml.safe_load(PHRASES.read_text(encoding="utf-8"))[kind]
+    table = load_yaml(PHRASES.read_text(encoding="utf-8"))[kind]
     languages = ("en",) if language == "en" else ("en", language)
     return tuple(phrase for lang in languages for part in ("generic", "extra") for phrase in table[part][lang])
 

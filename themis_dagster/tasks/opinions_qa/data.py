@@ -21,9 +21,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, field_validator
 
+from themis_dagster.errors import load_yaml
 from themis_dagster.tasks.opinions_qa import survey
 from themis_dagster.tasks.opinions_qa.representativeness import group_distribution
 from themis_dagster.tasks.opinions_qa.survey import OVERALL, Question, group_key
@@ -57,7 +57,7 @@ class Params(TaskParams):
 @cache
 def steering_phrases() -> dict[str, dict[str, Any]]:
     """``steering.yaml``: how each attribute's persona prompts name its groups."""
-    raw = yaml.safe_load(STEERING_FILE.read_text(encoding="utf-8"))
+    raw = load_yaml(STEERING_FILE.read_text(encoding="utf-8"))
     missing = [attribute for attribute in survey.ATTRIBUTES if attribute not in raw]
     if missing:
         raise ValueError(f"{STEERING_FILE}: no phrasing for {missing}")
