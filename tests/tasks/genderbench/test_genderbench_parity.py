@@ -238,7 +238,9 @@ def test_replies_cover_every_outcome() -> None:
 
 def test_tokenization_outcomes_do_not_depend_on_sentence_splitting() -> None:
     """The token-based evaluators give the same outcome on every pool reply split per sentence or not at all."""
-    whole = evaluators.NLTKWordTokenizer()
+    from nltk.tokenize import NLTKWordTokenizer
+
+    whole = NLTKWordTokenizer()
     for reply in POOL:
         assert evaluators.word_tokenize(reply) == [token for part in [reply] for token in whole.tokenize(part)] or (
             evaluators.yes_no(reply) == evaluators.yes_no(reply.replace(". ", " "))

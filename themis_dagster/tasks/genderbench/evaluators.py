@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nltk.tokenize import NLTKWordTokenizer
-from nltk.tokenize.punkt import PunktSentenceTokenizer
+if TYPE_CHECKING:
+    from nltk.tokenize import NLTKWordTokenizer
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
 
 UNDETECTED = None
 MAX_CHARS = 200_000  # longer replies are cut: evaluators stay fast on runaway generations
@@ -32,6 +33,10 @@ MAX_CHARS = 200_000  # longer replies are cut: evaluators stay fast on runaway g
 
 @cache
 def _tokenizers() -> tuple[PunktSentenceTokenizer, NLTKWordTokenizer]:
+    """Built on first use: importing nltk costs 0.2 s, which every process that loads the definitions would pay."""
+    from nltk.tokenize import NLTKWordTokenizer
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
     return PunktSentenceTokenizer(), NLTKWordTokenizer()
 
 
