@@ -75,7 +75,7 @@ def _budget_from_env() -> float | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
-    from themis_dagster.cli.budgeting import BudgetedProfile, say_plan
+    from themis_dagster.cli.budgeting import BudgetedProfile, prepare_weights, say_plan
     from themis_dagster.definitions import build_definitions
     from themis_dagster.partitions import calibration_key, register_models
     from themis_dagster.resources.engine import shutdown_warm_engines
@@ -107,7 +107,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"[themis] the {ENGINE_POOL!r} pool had no limit on this instance: set to 1 engine at a time "
               f"(dagster instance concurrency set {ENGINE_POOL} N to change)", file=sys.stderr)  # fmt: skip
     calibrations = judge_calibrations(settings, tasks) if args.calibrate_judges else []
-    register_models(instance, list(dict.fromkeys([args.model, *(judge for judge, _ in calibrations)])))
+    models = list(dict.fromkeys([args.model, *(judge for judge, _ in calibrations)]))
+    register_models(instance, models)
+    if budgeted is not None:
+        prepare_weights(settings, models)
     defs = build_definitions(settings, keep_warm=True)
     job = defs.resolve_job_def("evaluate")
     failed: list[str] = []
