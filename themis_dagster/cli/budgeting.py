@@ -103,6 +103,7 @@ def prepare_weights(settings: Settings, model_ids: Sequence[str]) -> None:
     first keeps that one-time cost inside the budget's clock and out of its speed. A model whose
     weights fail here is left to its run, which reports the failure on its partition as before.
     """
+    from themis_dagster.registry.lora import LoraMismatchError
     from themis_dagster.registry.models import HubSource, PackagedSource, load_registry
     from themis_dagster.registry.weights import WeightsError, resolve_weights
 
@@ -114,7 +115,7 @@ def prepare_weights(settings: Settings, model_ids: Sequence[str]) -> None:
         started = time.perf_counter()
         try:
             resolve_weights(spec, settings.models_dir, settings.cache_dir)
-        except (WeightsError, OSError) as error:
+        except (WeightsError, LoraMismatchError, OSError) as error:  # an adapter is checked as its base loads
             print(f"[themis] weights of {model_id} not prepared ahead ({error}): its run will say", file=sys.stderr)
             continue
         seconds = time.perf_counter() - started
