@@ -107,6 +107,7 @@ def test_themis_run_within_a_budget_runs_smaller_and_says_what_it_costs(
     out = capsys.readouterr()
     estimate = re.search(r"time budget 1 min: make run's profile would take about (\d+) min here", out.err)
     assert estimate is not None and 93 <= int(estimate[1]) <= 96  # 83 min of tasks after 10 (and the CLI's start)
+    assert "x the seconds of the reference host: reference)" in out.err  # costs.yaml's host, not this one
     assert "budget: crows_pairs: limit 24 of 40 (confidence intervals about 1.29x as wide)" in out.out
     assert "1 of 1 tasks ran smaller than make run's profile" in out.out
     with duckdb.connect(env["THEMIS_WAREHOUSE"], read_only=True) as conn:

@@ -132,7 +132,7 @@ def say_plan(profile: BudgetedProfile, tasks: list[str], elapsed_s: float) -> No
     estimate = (budget.speed * (whole + budget.costs.reports_s) + elapsed_s) / 60
     print(
         f"[themis] time budget {budget.seconds / 60:.0f} min: make run's profile would take about {estimate:.0f} min "
-        f"here (this host at {budget.speed:.2f}x the reference host's seconds, {budget.costs.host}); "
+        f"here (this host at {budget.speed:.2f}x the seconds of the reference host: {budget.costs.host}); "
         + ("every task runs at its profile size" if scale >= 1 else f"tasks run at about {scale:.0%} of their size"),
         file=sys.stderr,
         flush=True,
